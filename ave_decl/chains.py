@@ -1,0 +1,187 @@
+"""Provenance chains: the derived relations, instantiated as Z3 terms.
+
+Given a value at a dynamic instance, `Expander.value` returns every alternative way its tag
+can arise: one alternative per path through `reaching_store` (store -> load hops), each with
+the tag tuple as Z3 terms, the constraints that make that path real (the writer's thread and
+iteration, address equality), and the program points passed, for the report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import z3
+
+from . import ast as A
+from .instructions import INSTRUCTIONS, Instruction
+from .parser import parse_expression
+from .smt import Encoder, Instance, as_int
+from .view import KernelView
+
+MAX_DEPTH = 24
+
+
+@dataclass
+class Step:
+    """One program point of a chain, with the instance that executed it."""
+
+    role: str  # source | load | store | mma-operand
+    access: int
+    stmt: int
+    buffer: str
+    inst: Instance
+    note: str = ""
+
+
+@dataclass
+class Alt:
+    tag: list[z3.ArithRef] | None  # None: Top (no tagged source on this path)
+    tag_name: str
+    coords: list[z3.ArithRef]
+    constraints: list[z3.BoolRef]
+    chain: list[Step]
+    unknown: str = ""  # non-empty: this path could not be followed (reason)
+    extras: dict[str, z3.ArithRef] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=None)
+def _map_ast(text: str) -> A.Expr:
+    return parse_expression(text)
+
+
+def eval_map(text: str, lane: z3.ArithRef, v: z3.ArithRef) -> z3.ArithRef:
+    """Evaluate an instruction operand map (an `.ave` expression over lane and v) in Z3."""
+
+    def go(e: A.Expr) -> z3.ArithRef:
+        if isinstance(e, A.Int):
+            return z3.IntVal(e.value)
+        if isinstance(e, A.Name):
+            return {"lane": lane, "v": v}[e.id]
+        if isinstance(e, A.BinOp):
+            x, y = go(e.left), go(e.right)
+            return {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "//": lambda: x / y,
+                    "%": lambda: x % y}[e.op]()
+        raise ValueError(f"unsupported operand-map expression {e}")
+
+    return go(_map_ast(text))
+
+
+class Expander:
+    def __init__(self, view: KernelView, enc: Encoder, derived: dict[str, list[tuple]]):
+        self.view = view
+        self.enc = enc
+        self.reaching: dict[int, list[tuple[int, int, int, int]]] = {}
+        for _k, la, sa, carrier, barrier, dist1 in derived.get("reaching_store", []):
+            self.reaching.setdefault(la, []).append((sa, carrier, barrier, dist1))
+        self.has_root = {v for _k, v in derived.get("value_has_root", [])}
+
+    # ------------------------------------------------------------ values
+    def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
+        kind, stmt = self.view.values[vid]
+        if len(seen) > MAX_DEPTH:
+            return [self._unknown(inst, "provenance chain too long")]
+        if kind == "load":
+            return self.load(self.view.value_load[vid], inst, seen)
+        if kind == "elementwise":
+            rooted = [a for a in self.view.value_args.get(vid, []) if a in self.has_root]
+            if len(rooted) == 1:
+                return self.value(rooted[0], inst, seen)
+            return [Alt(None, "", [], [], [])]
+        if kind == "mma":
+            return self.mma_result(vid, stmt, inst, seen)
+        return [Alt(None, "", [], [], [])]
+
+    def _unknown(self, inst: Instance, why: str) -> Alt:
+        return Alt(None, "", [], [], [], unknown=why)
+
+    def load(self, aid: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        acc = self.view.accesses[aid]
+        tag = self.view.tags.get(acc.buffer)
+        if tag is not None:
+            name, comps = tag
+            coords = [self.enc.int_term(c, inst.env) for c in acc.coords]
+            env = dict(inst.env)
+            env.update({f"arg:{i}": c for i, c in enumerate(coords)})
+            values = [self.enc.int_term(c, env) for c in comps]
+            return [Alt(values, name, coords, [], [Step("source", aid, acc.stmt, acc.buffer, inst)])]
+        if aid in seen:
+            return [self._unknown(inst, "loop-carried provenance cycle")]
+        out: list[Alt] = []
+        for sa, carrier, _barrier, dist1 in self.reaching.get(aid, []):
+            writer, cons = self.writer(inst, acc.stmt, sa, carrier, dist1)
+            store = self.view.accesses[sa]
+            size = self.enc.nodes[self.view.buffers[store.buffer][1]]
+            cons.append(self.enc.int_term(store.addr, writer.env) == self.enc.int_term(acc.addr, inst.env))
+            if store.kind == "write_all" and size.op == "const":
+                cons += [writer.env["slot"] >= 0, writer.env["slot"] < size.value]
+            hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
+            for sub in self.value(self.view.store_value[sa], writer, seen + (aid,)):
+                out.append(Alt(sub.tag, sub.tag_name, sub.coords, cons + sub.constraints, hop + sub.chain,
+                               sub.unknown, sub.extras))
+        if not out:
+            return [Alt(None, "", [], [], [Step("load", aid, acc.stmt, acc.buffer, inst)])]
+        return out
+
+    def writer(self, reader: Instance, load_stmt: int, sa: int, carrier: int,
+               dist1: int) -> tuple[Instance, list[z3.BoolRef]]:
+        """The instance of the store that wrote what `reader` loads, for one reaching_store row."""
+        store = self.view.accesses[sa]
+        space = self.view.buffers[store.buffer][0]
+        reader_loops = set(self.view.enclosing_loops(load_stmt))
+        outer = set(self.view.enclosing_loops(carrier)) if carrier else set()
+        given: dict[int, z3.ExprRef] = {}
+        cons: list[z3.BoolRef] = []
+        distance = None
+        for h in self.view.enclosing_loops(store.stmt):
+            if h in reader_loops and (carrier == 0 or h in outer):
+                given[h] = reader.env[f"loop:{h}"]
+            elif h == carrier:
+                distance = z3.Int(self.enc.fresh(f"dist_{sa}_{h}_"))
+                step = self.enc.nodes[self.view.loops[h].step].value
+                given[h] = reader.env[f"loop:{h}"] - distance * step
+                cons += [distance >= 1] + ([distance == 1] if dist1 else [])
+        w = self.enc.new_instance(store.stmt, "w", share_block=reader if space != "global" else None,
+                                  share_thread=reader if space == "local" else None, loops=given)
+        if carrier:
+            cons += self.enc.loop_range(carrier, given[carrier], w.env)
+        return w, cons + w.constraints
+
+    # --------------------------------------------------- matrix instructions
+    def operand_instance(self, site: Instance, stmt: int, instr: Instruction, role: str) -> tuple[Instance, z3.ArithRef,
+                                                                                                    z3.ArithRef]:
+        """An instance of the instruction's statement for one (lane, value slot) of an operand."""
+        g = instr.group_size
+        group = self.enc.linear_thread(site) / g
+        inst = self.enc.new_instance(stmt, role, share_block=site, loops={
+            h: site.env[f"loop:{h}"] for h in self.view.enclosing_loops(stmt)}, with_guards=False)
+        lane, slot = z3.Int(self.enc.fresh(f"{role}.lane")), inst.env["slot"]
+        self.enc.set_linear_thread(inst, group * g + lane)
+        spec = getattr(instr, role)
+        inst.constraints = [lane >= 0, lane < g, slot >= 0, slot < spec.values]
+        inst.env["lane"] = lane
+        return inst, lane, slot
+
+    def mma_result(self, vid: int, stmt: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        instr = INSTRUCTIONS[self.view.mma[stmt][0]]
+        va, vb, _vc = self.view.value_args[vid]
+        lane = self.enc.linear_thread(inst) % instr.group_size
+        row = eval_map(instr.c.row, lane, inst.env["slot"])
+        col = eval_map(instr.c.col, lane, inst.env["slot"])
+        a_inst, la, sa_ = self.operand_instance(inst, stmt, instr, "a")
+        b_inst, lb, sb_ = self.operand_instance(inst, stmt, instr, "b")
+        cons = a_inst.constraints + b_inst.constraints + [
+            eval_map(instr.a.row, la, sa_) == row, eval_map(instr.b.col, lb, sb_) == col]
+        out = []
+        for a in self.value(va, a_inst, seen):
+            for b in self.value(vb, b_inst, seen):
+                mma_steps = [Step("mma-operand", -1, stmt, "A", a_inst, "A operand")] + a.chain + [
+                    Step("mma-operand", -1, stmt, "B", b_inst, "B operand")] + b.chain
+                unknown = a.unknown or b.unknown
+                if a.tag is None or b.tag is None or not a.tag or not b.tag:
+                    out.append(Alt(None, "", [], cons + a.constraints + b.constraints, mma_steps, unknown))
+                    continue
+                tag = list(a.tag[:-1]) + [b.tag[-1]]
+                coords = [as_int(row), as_int(col)]
+                out.append(Alt(tag, f"{instr.name}({a.tag_name}, {b.tag_name})", coords,
+                               cons + a.constraints + b.constraints, mma_steps, unknown))
+        return out

@@ -1,0 +1,108 @@
+"""The `ave` command line (click). Exit codes are the same in every output mode (docs/cli.md)."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import AveError, ExitCode
+
+_EXIT_HELP = ("Exit codes: 0 clean, 1 violation, 2 usage, 3 kernel front-end error, 4 rule error, "
+              "5 inconclusive (UNKNOWN and no violation), 70 internal error.")
+
+
+class _AveGroup(click.Group):
+    """Maps click's usage errors to exit code 2 and never lets a traceback out."""
+
+    def main(self, *args, **kwargs):
+        kwargs.setdefault("standalone_mode", True)
+        try:
+            return super().main(*args, **kwargs)
+        except SystemExit:
+            raise
+        except AveError as exc:
+            click.echo(exc.one_line(), err=True)
+            sys.exit(int(exc.exit_code))
+        except Exception as exc:  # noqa: BLE001
+            click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
+            sys.exit(int(ExitCode.INTERNAL))
+
+
+@click.group(cls=_AveGroup, epilog=_EXIT_HELP)
+@click.version_option(__version__, prog_name="ave")
+def main() -> None:
+    """Ave: verify the data-flow invariants of GPU tile kernels."""
+
+
+@main.command(epilog=_EXIT_HELP)
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--engine", type=click.Choice(["embedded", "souffle"]), default="embedded", show_default=True,
+              help="Datalog engine: embedded (clingo, pip-installed) or souffle (subprocess).")
+@click.option("--timeout", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
+              help="Per-query solver timeout in seconds; a timeout is UNKNOWN, never VERIFIED.")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(exists=True),
+              help="Extra directory of .dl invariant rules (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/json-schema.md).")
+@click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
+def check(files: tuple[str, ...], engine: str, timeout: float, rules_dirs: tuple[str, ...], as_json: bool,
+          verbose: bool) -> None:
+    """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
+    from .pipeline import Options, read_sources, run
+    from .render_text import render
+
+    started = time.perf_counter()
+    sources, errors = read_sources(list(files))
+    report = run(sources, Options(engine, timeout, rules_dirs), errors)
+    for k in report.kernels:
+        k.timings_ms["total"] = (time.perf_counter() - started) * 1000
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(render(report, {s.path: s for s in sources}, verbose=verbose), nl=False)
+    sys.exit(report.exit_code)
+
+
+@main.command(epilog=_EXIT_HELP)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for the Soufflé .facts files (created if missing).")
+def facts(file: str, out_dir: str) -> None:
+    """Write a kernel file's facts as Soufflé .facts files (one per input relation of rules/schema.dl)."""
+    from .datalog.ruleset import load_rules
+    from .facts import merge, write_facts_dir
+    from .pipeline import front_end, read_sources
+
+    sources, errors = read_sources([file])
+    for e in errors:
+        click.echo(e.rendered, err=True)
+        sys.exit(e.exit_code)
+    fe = front_end(sources)
+    for e in fe.errors:
+        click.echo(e.rendered, err=True)
+        sys.exit(e.exit_code)
+    prog = load_rules()
+    written = write_facts_dir(merge(fe.kernels), sorted(prog.inputs), Path(out_dir))
+    click.echo(f"wrote {len(written)} relation files for {len(fe.kernels)} kernel(s) to {out_dir}")
+
+
+@main.group()
+def rules() -> None:
+    """Work with the Datalog rule files."""
+
+
+@rules.command("lint")
+@click.argument("dirs", nargs=-1, type=click.Path(exists=True))
+def rules_lint(dirs: tuple[str, ...]) -> None:
+    """Check rule files against the portable Soufflé profile (with the core rules)."""
+    from .datalog.ruleset import load_rules
+
+    prog = load_rules(tuple(dirs))
+    click.echo(f"ok: {len(prog.files)} files, {len(prog.decls)} relations, {len(prog.rules)} rules")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Datalog: Soufflé-syntax rule programs, their linting, and the engines that run them."""

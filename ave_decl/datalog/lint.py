@@ -1,0 +1,172 @@
+"""Soufflé's own static checks, done before any engine runs: declarations, arity, types,
+groundedness and stratification. gringo would accept some of these programs and silently
+answer differently, so they are errors here (exit code 4), with the `.dl` file:line:col."""
+from __future__ import annotations
+
+from ..errors import RuleError
+from .program import Atom, BinTerm, Constraint, Functor, Num, Program, Rule, Sym, Term, UnTerm, Var, Wild
+
+PRIMITIVES = {"number", "symbol"}
+_SYMBOL_FUNCTORS = {"cat", "substr", "to_string"}
+
+
+def lint(prog: Program) -> None:
+    for decl in prog.decls.values():
+        for attr, typ in decl.attrs:
+            prim = prog.primitive(typ)
+            if prim not in PRIMITIVES:
+                raise RuleError(f"attribute {decl.name}.{attr} has type '{typ}'; the portable profile allows number "
+                                f"and symbol (and subtypes of them)", decl.span)
+    for name in prog.inputs | prog.outputs:
+        if name not in prog.decls:
+            raise RuleError(f"I/O directive for undeclared relation {name}", None)
+    for rule in prog.rules:
+        _check_rule(prog, rule)
+    _check_strata(prog)
+
+
+def _var_names(t: Term, out: set[str]) -> set[str]:
+    if isinstance(t, Var):
+        out.add(t.name)
+    elif isinstance(t, BinTerm):
+        _var_names(t.left, out)
+        _var_names(t.right, out)
+    elif isinstance(t, UnTerm):
+        _var_names(t.operand, out)
+    elif isinstance(t, Functor):
+        for a in t.args:
+            _var_names(a, out)
+    return out
+
+
+def _check_rule(prog: Program, rule: Rule) -> None:
+    types: dict[str, str] = {}
+    for atom in rule.heads + tuple(lit for lit in rule.body if isinstance(lit, Atom)):
+        decl = prog.decls.get(atom.name)
+        if decl is None:
+            raise RuleError(f"relation {atom.name} is not declared", atom.span)
+        if len(atom.args) != decl.arity:
+            raise RuleError(f"relation {atom.name} has {decl.arity} attributes, used with {len(atom.args)}", atom.span)
+        for arg, (attr, typ) in zip(atom.args, decl.attrs):
+            want = prog.primitive(typ)
+            _type_term(arg, want, types, atom)
+    for head in rule.heads:
+        if head.name in prog.inputs and rule.body:
+            raise RuleError(f"input relation {head.name} cannot be derived by a rule", head.span)
+        for arg in head.args:
+            if isinstance(arg, Wild):
+                raise RuleError("underscore in a rule head", head.span)
+    # groundedness: positive atoms bind their plain variables; `X = term` binds X once term is bound.
+    bound: set[str] = set()
+    for lit in rule.body:
+        if isinstance(lit, Atom) and not lit.negated:
+            for arg in lit.args:
+                if isinstance(arg, Var):
+                    bound.add(arg.name)
+    changed = True
+    while changed:
+        changed = False
+        for lit in rule.body:
+            if isinstance(lit, Constraint) and lit.op == "=":
+                for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
+                    if isinstance(a, Var) and a.name not in bound and _var_names(b, set()) <= bound:
+                        bound.add(a.name)
+                        changed = True
+    for lit in rule.body:
+        needed = set()
+        if isinstance(lit, Atom) and lit.negated:
+            for arg in lit.args:
+                _var_names(arg, needed)
+        elif isinstance(lit, Constraint):
+            _var_names(lit.left, needed)
+            _var_names(lit.right, needed)
+        elif isinstance(lit, Atom):
+            for arg in lit.args:
+                if not isinstance(arg, Var):
+                    _var_names(arg, needed)
+        free = needed - bound
+        if free:
+            raise RuleError(f"variable {sorted(free)[0]} is not grounded (bind it in a positive atom)", lit.span)
+    for head in rule.heads:
+        free = set().union(*[_var_names(a, set()) for a in head.args]) - bound if head.args else set()
+        if free:
+            raise RuleError(f"head variable {sorted(free)[0]} is not grounded", head.span)
+
+
+def _type_term(t: Term, want: str, types: dict[str, str], where) -> None:
+    got = _infer(t, types)
+    if isinstance(t, Var):
+        prev = types.setdefault(t.name, want)
+        if prev != want:
+            raise RuleError(f"variable {t.name} is used as both {prev} and {want}", where.span)
+    elif got is not None and got != want:
+        raise RuleError(f"a {got} value where {where.name} expects a {want}", where.span)
+
+
+def _infer(t: Term, types: dict[str, str]) -> str | None:
+    if isinstance(t, Num) or isinstance(t, (BinTerm, UnTerm)):
+        return "number"
+    if isinstance(t, Sym):
+        return "symbol"
+    if isinstance(t, Functor):
+        return "symbol" if t.name in _SYMBOL_FUNCTORS else "number"
+    if isinstance(t, Var):
+        return types.get(t.name)
+    return None
+
+
+def _check_strata(prog: Program) -> None:
+    """Tarjan SCCs over the predicate graph; a negative edge inside an SCC is unstratifiable."""
+    edges: dict[str, set[tuple[str, bool, object]]] = {}
+    for rule in prog.rules:
+        for head in rule.heads:
+            for lit in rule.body:
+                if isinstance(lit, Atom):
+                    edges.setdefault(head.name, set()).add((lit.name, lit.negated, lit.span))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    comp: dict[str, int] = {}
+    counter = [0]
+
+    def strong(v: str) -> None:
+        work = [(v, iter(sorted(edges.get(v, ()), key=lambda e: e[0])))]
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for w, _neg, _sp in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ()), key=lambda e: e[0]))))
+                    advanced = True
+                    break
+                if w in on:
+                    low[node] = min(low[node], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp[w] = index[node]
+                    if w == node:
+                        break
+
+    for v in sorted(set(edges) | {w for es in edges.values() for w, _, _ in es}):
+        if v not in index:
+            strong(v)
+    for head, es in edges.items():
+        for w, neg, span in es:
+            if neg and comp.get(head) == comp.get(w):
+                raise RuleError(f"unable to stratify: {head} depends negatively on {w} within a recursive cycle", span)

@@ -1,0 +1,312 @@
+"""Read `.dl` files (Soufflé syntax) into a Program; errors carry the `.dl` file:line:col."""
+from __future__ import annotations
+
+import itertools
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedInput, VisitError
+
+from ..errors import RuleError
+from ..resources import grammar_path
+from ..source import Span
+from .program import (Atom, BinTerm, Constraint, Decl, Functor, Num, Program, Rule, RuleFileMeta, Sym, UnTerm,
+                      Var, Wild)
+
+_META = re.compile(r"^\s*//\s*@(\w[\w-]*)\s+(.*?)\s*$")
+_INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$')
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+
+@lru_cache(maxsize=1)
+def _lark() -> Lark:
+    return Lark(grammar_path("souffle.lark").read_text(), parser="lalr", propagate_positions=True,
+                maybe_placeholders=False)
+
+
+class _Build(Transformer):
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def _span(self, meta) -> Span:
+        if getattr(meta, "empty", True):
+            return Span.unknown(self.path)
+        return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _tok(self, tok: Token) -> Span:
+        return Span(self.path, tok.line, tok.column, tok.end_line, tok.end_column)
+
+    def _unsupported(self, what: str, span: Span):
+        raise RuleError(f"{what} is outside the portable Soufflé profile (see docs/engines.md)", span)
+
+    def start(self, items):
+        return items
+
+    def subtype(self, items):
+        return ("type", str(items[0]), str(items[1]), self._tok(items[0]))
+
+    def type_alias(self, items):
+        if len(items) > 2:
+            return ("union", str(items[0]), [str(i) for i in items[1:]], self._tok(items[0]))
+        return ("type", str(items[0]), str(items[1]), self._tok(items[0]))
+
+    @v_args(meta=True)
+    def rel_decl(self, meta, items):
+        name = items[0]
+        attrs = tuple(i for i in items[1:] if isinstance(i, tuple))
+        for q in items[1:]:
+            if isinstance(q, Token) and str(q) not in ("inline", "btree", "brie", "magic", "no_magic", "no_inline",
+                                                       "eqrel"):
+                self._unsupported(f"relation qualifier '{q}'", self._tok(q))
+        return ("decl", Decl(str(name), attrs, self._tok(name)))
+
+    def attr(self, items):
+        return (str(items[0]), str(items[1]))
+
+    def qualifier(self, items):
+        return items[0]
+
+    def io_decl(self, items):
+        kw, *rest = items
+        names = [t for t in rest if isinstance(t, Token) and t.type == "IDENT"]
+        params = [p for p in rest if isinstance(p, tuple)]
+        for key, value in params:
+            if key == "IO" and value != "file":
+                self._unsupported(f"IO={value}", self._tok(kw))
+            if key in ("rfc4180", "compress", "columns", "headers"):
+                self._unsupported(f"I/O parameter '{key}'", self._tok(kw))
+        return ("io", str(kw), [(str(n), self._tok(n)) for n in names])
+
+    def io_param(self, items):
+        return (str(items[0]), str(items[1]).strip('"'))
+
+    def unsupported_directive(self, items):
+        word = str(items[0]).split()[0]
+        self._unsupported(f"directive '{word}'", self._tok(items[0]))
+
+    @v_args(meta=True)
+    def fact(self, meta, items):
+        return ("rule", [Rule((items[0],), (), self._span(meta))])
+
+    @v_args(meta=True)
+    def rule(self, meta, items):
+        heads, disjuncts = items
+        span = self._span(meta)
+        return ("rule", [Rule(tuple(heads), tuple(conj), span) for conj in disjuncts])
+
+    def head(self, items):
+        return list(items)
+
+    def body(self, items):
+        # each item is a list of conjunctions (DNF); a disjunction concatenates them
+        return [conj for alt in items for conj in alt]
+
+    def disjunct(self, items):
+        # each literal is a list of conjunctions; the conjunction is their cross product
+        options = [[[]]]
+        for lit in items:
+            options.append(lit if isinstance(lit, list) else [[lit]])
+        return [sum(combo, []) for combo in itertools.product(*options)]
+
+    def paren_body(self, items):
+        return items[0]
+
+    def negation(self, items):
+        a = items[0]
+        return Atom(a.name, a.args, a.span, negated=True)
+
+    @v_args(meta=True)
+    def constraint(self, meta, items):
+        left, op, right = items
+        return Constraint(str(op), left, right, self._span(meta))
+
+    @v_args(meta=True)
+    def true_lit(self, meta, items):
+        return Constraint("=", Num(0), Num(0), self._span(meta))
+
+    @v_args(meta=True)
+    def false_lit(self, meta, items):
+        return Constraint("!=", Num(0), Num(0), self._span(meta))
+
+    def atom(self, items):
+        name, *args = items
+        return Atom(str(name), tuple(args), self._tok(name))
+
+    def _fold(self, items):
+        left = items[0]
+        for i in range(1, len(items), 2):
+            left = BinTerm(str(items[i]), left, items[i + 1])
+        return left
+
+    sum_term = prod_term = bitop_term = _fold
+
+    def power_term(self, items):
+        return BinTerm("^", items[0], items[1])
+
+    def neg(self, items):
+        if isinstance(items[0], Num):
+            return Num(-items[0].value)
+        return UnTerm("-", items[0])
+
+    def bnot(self, items):
+        return UnTerm("bnot", items[0])
+
+    def lnot(self, items):
+        return UnTerm("lnot", items[0])
+
+    def number(self, items):
+        tok = items[0]
+        text = str(tok)
+        if "." in text or text.endswith("u"):
+            self._unsupported(f"float/unsigned literal {text}", self._tok(tok))
+        value = int(text, 0)
+        if not INT_MIN <= value <= INT_MAX:
+            raise RuleError(f"number {text} does not fit in 32 bits", self._tok(tok))
+        return Num(value)
+
+    def string(self, items):
+        raw = str(items[0])[1:-1]
+        return Sym(raw.encode("utf-8").decode("unicode_escape").encode("latin-1").decode("utf-8"))
+
+    def wildcard(self, items):
+        return Wild()
+
+    def variable(self, items):
+        return Var(str(items[0]))
+
+    def functor(self, items):
+        name, *args = items
+        if str(name) not in ("min", "max", "cat", "strlen", "substr", "to_number", "to_string", "contains"):
+            self._unsupported(f"functor '{name}'", self._tok(name))
+        return Functor(str(name), tuple(args))
+
+    def aggregate(self, items):
+        self._unsupported(f"aggregate '{items[0]}' (arrives with the engines issue)", self._tok(items[0]))
+
+    def cast(self, items):
+        return items[0]
+
+    def autoinc(self, items):
+        raise RuleError("autoinc() / $ is outside the portable Soufflé profile", None)
+
+    def record(self, items):
+        raise RuleError("records are not supported yet by the embedded engine", None)
+
+    def user_functor(self, items):
+        self._unsupported(f"user-defined functor '@{items[0]}'", self._tok(items[0]))
+
+
+def expand_includes(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[str, int, str]]:
+    """Lines of a file with `#include "x"` resolved: (file, line number, text)."""
+    if path in seen:
+        raise RuleError(f"#include cycle through {path}", Span(str(path), 1, 1, 1, 2))
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        m = _INCLUDE.match(line)
+        if m:
+            target = (path.parent / m.group(1)).resolve()
+            if not target.is_file():
+                raise RuleError(f"#include file not found: {m.group(1)}", Span(str(path), n, 1, n, len(line) + 1))
+            out.extend(expand_includes(target, seen + (path,)))
+            out.append((str(path), n, ""))
+        elif line.lstrip().startswith("#"):
+            raise RuleError("only #include is supported from the C preprocessor", Span(str(path), n, 1, n, len(line) + 1))
+        else:
+            out.append((str(path), n, line))
+    return out
+
+
+def parse_file(path: Path) -> tuple[list, RuleFileMeta]:
+    """Parse one `.dl` file into items and its metadata header."""
+    text = path.read_text(encoding="utf-8")
+    meta = RuleFileMeta(str(path))
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = _META.match(line)
+        if m:
+            key, value = m.groups()
+            meta.fields[key] = (meta.fields.get(key, "") + " " + value).strip() if key in meta.fields else value
+        elif line.strip().startswith("//"):
+            continue
+        else:
+            break
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("#") and not _INCLUDE.match(line):
+            raise RuleError("only #include is supported from the C preprocessor", Span(str(path), n, 1, n, len(line) + 1))
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as exc:
+        line, col = max(getattr(exc, "line", 1), 1), max(getattr(exc, "column", 1), 1)
+        raise RuleError("syntax error in rule file", Span(str(path), line, col, line, col + 1)) from None
+    try:
+        items = _Build(str(path)).transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, RuleError):
+            raise exc.orig_exc from None
+        raise
+    return items, meta
+
+
+def load_program(dirs: list[Path]) -> Program:
+    """Every `.dl` file under the given directories (sorted, recursive), merged into one Program."""
+    prog = Program()
+    files: list[Path] = []
+    for d in dirs:
+        if d.is_file():
+            files.append(d)
+        elif d.is_dir():
+            files.extend(sorted(d.rglob("*.dl")))
+        else:
+            raise RuleError(f"rules directory not found: {d}", None)
+    included = _included_files(files)
+    for path in files:
+        if path.resolve() in included:
+            continue
+        items, meta = parse_file(path)
+        prog.files.append(meta)
+        for item in items:
+            _add(prog, item, path)
+        for inc in _includes_of(path):
+            inc_items, _ = parse_file(inc)
+            for item in inc_items:
+                _add(prog, item, inc)
+    return prog
+
+
+def _includes_of(path: Path) -> list[Path]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = _INCLUDE.match(line)
+        if m:
+            out.append((path.parent / m.group(1)).resolve())
+    return out
+
+
+def _included_files(files: list[Path]) -> set[Path]:
+    return {inc for f in files for inc in _includes_of(f)}
+
+
+def _add(prog: Program, item, path: Path) -> None:
+    kind = item[0]
+    if kind == "decl":
+        decl = item[1]
+        if decl.name in prog.decls:
+            raise RuleError(f"relation {decl.name} is declared twice (first at {prog.decls[decl.name].span})", decl.span)
+        prog.decls[decl.name] = decl
+    elif kind == "type":
+        prog.types[item[1]] = item[2]
+    elif kind == "union":
+        prims = {prog.primitive(t) for t in item[2]}
+        if len(prims) != 1:
+            raise RuleError(f"union type {item[1]} mixes primitive types {sorted(prims)}", item[3])
+        prog.types[item[1]] = item[2][0]
+    elif kind == "io":
+        target = prog.inputs if item[1] == ".input" else prog.outputs
+        for name, _span in item[2]:
+            target.add(name)
+    elif kind == "rule":
+        prog.rules.extend(item[1])

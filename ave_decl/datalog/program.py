@@ -1,0 +1,115 @@
+"""In-memory model of a rule program in the portable Soufflé profile."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..source import Span
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+
+@dataclass(frozen=True)
+class Wild:
+    pass
+
+
+@dataclass(frozen=True)
+class Num:
+    value: int
+
+
+@dataclass(frozen=True)
+class Sym:
+    value: str
+
+
+@dataclass(frozen=True)
+class BinTerm:
+    op: str  # + - * / % ^ band bor bxor bshl bshr bshru land lor lxor
+    left: "Term"
+    right: "Term"
+
+
+@dataclass(frozen=True)
+class UnTerm:
+    op: str  # - bnot lnot
+    operand: "Term"
+
+
+@dataclass(frozen=True)
+class Functor:
+    name: str
+    args: tuple["Term", ...]
+
+
+Term = Union[Var, Wild, Num, Sym, BinTerm, UnTerm, Functor]
+
+
+@dataclass(frozen=True)
+class Atom:
+    name: str
+    args: tuple[Term, ...]
+    span: Span = field(compare=False)
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Constraint:
+    op: str  # = != < <= > >=
+    left: Term
+    right: Term
+    span: Span = field(compare=False)
+
+
+Literal = Union[Atom, Constraint]
+
+
+@dataclass(frozen=True)
+class Rule:
+    heads: tuple[Atom, ...]
+    body: tuple[Literal, ...]  # one conjunction; disjunctions are expanded by the parser
+    span: Span = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Decl:
+    name: str
+    attrs: tuple[tuple[str, str], ...]  # (attribute, type)
+    span: Span = field(compare=False)
+
+    @property
+    def arity(self) -> int:
+        return len(self.attrs)
+
+
+@dataclass
+class RuleFileMeta:
+    """The CodeQL-style metadata header of one `.dl` file."""
+
+    path: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.fields.get("id", "")
+
+
+@dataclass
+class Program:
+    decls: dict[str, Decl] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)  # user type -> primitive
+    rules: list[Rule] = field(default_factory=list)
+    inputs: set[str] = field(default_factory=set)
+    outputs: set[str] = field(default_factory=set)
+    files: list[RuleFileMeta] = field(default_factory=list)
+
+    def primitive(self, type_name: str) -> str:
+        seen = set()
+        while type_name in self.types and type_name not in seen:
+            seen.add(type_name)
+            type_name = self.types[type_name]
+        return type_name

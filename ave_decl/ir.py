@@ -1,0 +1,142 @@
+"""Hash-consed integer/boolean expression DAG shared by the facts, the rules and the Z3 encoding.
+
+Node ids are small integers, unique per kernel; equal sub-expressions share one id.
+Leaves: ("const", value) and ("sym", name). Symbol naming conventions:
+  size:M        symbolic size M
+  tid:0 / bid:1 thread / block index in a dimension
+  loop:<stmt>   induction variable of the loop whose statement id is <stmt>
+  slot          value index of a whole-register read or write
+  arg:<i>       i-th parameter of a tag lambda
+  lhs:<i> / rhs:<i>  components of the two tags in a tag relation
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+BINARY_OPS = {
+    "+": "add", "-": "sub", "*": "mul", "//": "floordiv", "%": "mod", "^": "xor", "&": "and",
+    "|": "or", "<<": "shl", ">>": "shr", "==": "eq", "!=": "ne", "<": "lt", "<=": "le",
+    ">": "gt", ">=": "ge", "and": "land", "or": "lor", "min": "min", "max": "max",
+}
+UNARY_OPS = {"-": "neg", "~": "bnot", "not": "lnot"}
+BOOL_OPS = {"eq", "ne", "lt", "le", "gt", "ge", "land", "lor", "lnot", "true"}
+
+
+@dataclass(frozen=True)
+class Node:
+    op: str
+    args: tuple[int, ...] = ()
+    value: int = 0
+    name: str = ""
+
+
+@dataclass
+class ExprTable:
+    """Per-kernel DAG. `intern` returns the id of an equal node if one exists."""
+
+    nodes: list[Node] = field(default_factory=list)
+    _index: dict[Node, int] = field(default_factory=dict)
+
+    def intern(self, node: Node) -> int:
+        found = self._index.get(node)
+        if found is not None:
+            return found
+        self.nodes.append(node)
+        self._index[node] = len(self.nodes) - 1
+        return len(self.nodes) - 1
+
+    def const(self, value: int) -> int:
+        return self.intern(Node("const", value=int(value)))
+
+    def sym(self, name: str) -> int:
+        return self.intern(Node("sym", name=name))
+
+    def op(self, op: str, *args: int) -> int:
+        folded = self._fold(op, args)
+        if folded is not None:
+            return folded
+        return self.intern(Node(op, tuple(args)))
+
+    def _fold(self, op: str, args: tuple[int, ...]) -> int | None:
+        """Constant folding and neutral elements: keeps the DAG (and Z3 queries) small."""
+        vals = [self.nodes[a] for a in args]
+        if all(v.op == "const" for v in vals) and op in _EVAL and not (op in ("floordiv", "mod") and vals[1].value == 0):
+            return self.const(_EVAL[op](*[v.value for v in vals]))
+        if len(args) == 2:
+            a, b = vals
+            if op in ("add", "sub", "or", "xor", "shl", "shr") and b.op == "const" and b.value == 0:
+                return args[0]
+            if op == "add" and a.op == "const" and a.value == 0:
+                return args[1]
+            if op in ("mul", "floordiv") and b.op == "const" and b.value == 1:
+                return args[0]
+            if op == "mul" and a.op == "const" and a.value == 1:
+                return args[1]
+            if op == "mul" and (a.op == "const" and a.value == 0 or b.op == "const" and b.value == 0):
+                return self.const(0)
+        return None
+
+    def render(self, eid: int) -> str:
+        """Readable infix text of a node (for reports and docs)."""
+        n = self.nodes[eid]
+        if n.op == "const":
+            return str(n.value)
+        if n.op == "sym":
+            return n.name
+        inv = {v: k for k, v in BINARY_OPS.items()}
+        if n.op in ("min", "max", "select"):
+            return f"{n.op}({', '.join(self.render(a) for a in n.args)})"
+        if len(n.args) == 2:
+            return f"({self.render(n.args[0])} {inv.get(n.op, n.op)} {self.render(n.args[1])})"
+        if len(n.args) == 1:
+            sym = {v: k for k, v in UNARY_OPS.items()}.get(n.op, n.op)
+            return f"{sym}{self.render(n.args[0])}" if sym != "not" else f"not {self.render(n.args[0])}"
+        return n.op
+
+    def symbols(self, eid: int) -> set[str]:
+        out: set[str] = set()
+        stack, seen = [eid], set()
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            n = self.nodes[i]
+            if n.op == "sym":
+                out.add(n.name)
+            stack.extend(n.args)
+        return out
+
+    def substitute(self, eid: int, mapping: dict[str, int]) -> int:
+        """Replace symbols by other nodes of the same table."""
+        memo: dict[int, int] = {}
+
+        def go(i: int) -> int:
+            if i in memo:
+                return memo[i]
+            n = self.nodes[i]
+            if n.op == "sym":
+                r = mapping.get(n.name, i)
+            elif n.op == "const":
+                r = i
+            else:
+                r = self.op(n.op, *[go(a) for a in n.args])
+            memo[i] = r
+            return r
+
+        return go(eid)
+
+
+def _floordiv(a: int, b: int) -> int:
+    return a // b
+
+
+_EVAL = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "floordiv": _floordiv, "mod": lambda a, b: a % b, "xor": lambda a, b: a ^ b,
+    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "shl": lambda a, b: a << b,
+    "shr": lambda a, b: a >> b, "neg": lambda a: -a, "bnot": lambda a: ~a,
+    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b), "lt": lambda a, b: int(a < b),
+    "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
+    "min": min, "max": max,
+}

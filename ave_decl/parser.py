@@ -1,0 +1,363 @@
+"""Lark front end: `.ave` text -> AST dataclasses, with file:line:col errors."""
+from __future__ import annotations
+
+import ast as pyast
+from functools import lru_cache
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.indenter import PythonIndenter
+
+from . import ast as A
+from .errors import FrontEndError
+from .resources import grammar_path
+from .source import SourceFile, Span
+
+_TOKEN_WORDS = {
+    "_NEWLINE": "end of line", "_INDENT": "indent", "_DEDENT": "dedent", "$END": "end of file",
+    "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string",
+    "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COLON": "':'", "COMMA": "','",
+    "EQUAL": "'='", "SEMICOLON": "';'", "AT": "'@'", "DOT": "'.'",
+}
+
+
+@lru_cache(maxsize=1)
+def _lark() -> Lark:
+    return Lark(
+        grammar_path("ave.lark").read_text(),
+        parser="lalr",
+        postlex=PythonIndenter(),
+        propagate_positions=True,
+        maybe_placeholders=False,
+        cache=False,
+    )
+
+
+class _Build(Transformer):
+    """Tree -> AST. Every node gets a Span from Lark's meta."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def _span(self, meta) -> Span:
+        if getattr(meta, "empty", True):
+            return Span.unknown(self.path)
+        return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _tok_span(self, tok: Token) -> Span:
+        return Span(self.path, tok.line, tok.column, tok.end_line, tok.end_column)
+
+    # -- top level
+    @v_args(meta=True)
+    def start(self, meta, items):
+        imports = tuple(i for i in items if isinstance(i, A.Import))
+        kernels = tuple(i for i in items if isinstance(i, A.Kernel))
+        return A.Module(imports, kernels, self.path)
+
+    @v_args(meta=True)
+    def import_stmt(self, meta, items):
+        module, *names = items
+        return A.Import(module, tuple(str(n) for n in names), self._span(meta))
+
+    def dotted_name(self, items):
+        return ".".join(str(t) for t in items)
+
+    @v_args(meta=True)
+    def kernel_def(self, meta, items):
+        decorator, name, *rest = items
+        params = rest[0] if len(rest) == 2 else ()
+        body = rest[-1]
+        return A.Kernel(str(name), decorator, tuple(params), tuple(body), self._span(meta))
+
+    @v_args(meta=True)
+    def decorator(self, meta, items):
+        name, *args = items
+        pos, kws = args[0] if args else ((), ())
+        return A.Call(A.Name(str(name), self._tok_span(name)), pos, kws, self._span(meta))
+
+    def params(self, items):
+        return tuple(items)
+
+    @v_args(meta=True)
+    def param(self, meta, items):
+        return A.Param(str(items[0]), items[1], self._span(meta))
+
+    # -- statements
+    def simple_stmt(self, items):
+        return list(items)
+
+    @v_args(meta=True)
+    def assign(self, meta, items):
+        return A.Assign(items[0], items[1], self._span(meta))
+
+    @v_args(meta=True)
+    def aug_assign(self, meta, items):
+        target, op, value = items
+        return A.AugAssign(target, str(op)[:-1], value, self._span(meta))
+
+    @v_args(meta=True)
+    def expr_stmt(self, meta, items):
+        return A.ExprStmt(items[0], self._span(meta))
+
+    @v_args(meta=True)
+    def pass_stmt(self, meta, items):
+        return A.Pass(self._span(meta))
+
+    def suite(self, items):
+        out: list = []
+        for item in items:
+            if isinstance(item, list):
+                out.extend(item)
+            elif item is not None:
+                out.append(item)
+        return out
+
+    @v_args(meta=True)
+    def for_stmt(self, meta, items):
+        var, it, body = items
+        return A.For(str(var), it, tuple(body), self._span(meta))
+
+    @v_args(meta=True)
+    def if_stmt(self, meta, items):
+        cond, body, *clauses = items
+        orelse: tuple = ()
+        for clause in reversed(clauses):
+            if clause[0] == "else":
+                orelse = tuple(clause[1])
+            else:
+                _, c, b, sp = clause
+                orelse = (A.If(c, tuple(b), orelse, sp),)
+        return A.If(cond, tuple(body), orelse, self._span(meta))
+
+    @v_args(meta=True)
+    def elif_clause(self, meta, items):
+        return ("elif", items[0], items[1], self._span(meta))
+
+    def else_clause(self, items):
+        return ("else", items[0])
+
+    # -- expressions
+    def _fold(self, meta, items):
+        left = items[0]
+        for i in range(1, len(items), 2):
+            op, right = items[i], items[i + 1]
+            left = A.BinOp(str(op), left, right, self._join(left, right))
+        return left
+
+    def _join(self, a, b) -> Span:
+        sa, sb = a.span, b.span
+        return Span(self.path, sa.line, sa.col, sb.end_line, sb.end_col)
+
+    @v_args(meta=True)
+    def comparison(self, meta, items):
+        if len(items) == 3:
+            return A.BinOp(str(items[1]), items[0], items[2], self._span(meta))
+        parts = []
+        for i in range(0, len(items) - 2, 2):
+            parts.append(A.BinOp(str(items[i + 1]), items[i], items[i + 2], self._join(items[i], items[i + 2])))
+        return A.BoolOp("and", tuple(parts), self._span(meta))
+
+    def _literal_fold(op):
+        @v_args(meta=True)
+        def fold(self, meta, items):
+            left = items[0]
+            for right in items[1:]:
+                left = A.BinOp(op, left, right, self._join(left, right))
+            return left
+        return fold
+
+    bit_or = _literal_fold("|")
+    bit_xor = _literal_fold("^")
+    bit_and = _literal_fold("&")
+    power = _literal_fold("**")
+
+    @v_args(meta=True)
+    def shift_expr(self, meta, items):
+        return self._fold(meta, items)
+
+    arith_expr = shift_expr
+    term = shift_expr
+
+    @v_args(meta=True)
+    def or_test(self, meta, items):
+        return A.BoolOp("or", tuple(items), self._span(meta))
+
+    @v_args(meta=True)
+    def and_test(self, meta, items):
+        return A.BoolOp("and", tuple(items), self._span(meta))
+
+    @v_args(meta=True)
+    def not_test(self, meta, items):
+        return A.UnaryOp("not", items[0], self._span(meta))
+
+    @v_args(meta=True)
+    def unary(self, meta, items):
+        op, operand = items
+        if str(op) == "-" and isinstance(operand, (A.Int, A.Float)) and not isinstance(operand, A.Bool):
+            pass  # keep as UnaryOp so the printer round-trips exactly
+        return A.UnaryOp(str(op), operand, self._span(meta))
+
+    @v_args(meta=True)
+    def if_exp(self, meta, items):
+        then, cond, orelse = items
+        return A.IfExp(cond, then, orelse, self._span(meta))
+
+    @v_args(meta=True)
+    def lambdef(self, meta, items):
+        if len(items) == 1:
+            return A.Lambda((), items[0], self._span(meta))
+        return A.Lambda(tuple(items[0]), items[1], self._span(meta))
+
+    def lambda_params(self, items):
+        return [str(t) for t in items]
+
+    @v_args(meta=True)
+    def call(self, meta, items):
+        func, *rest = items
+        pos, kws = rest[0] if rest else ((), ())
+        return A.Call(func, pos, kws, self._span(meta))
+
+    def arguments(self, items):
+        pos, kws = [], []
+        for item in items:
+            if isinstance(item, A.Keyword):
+                kws.append(item)
+            else:
+                if kws:
+                    raise FrontEndError("positional argument follows keyword argument", item.span)
+                pos.append(item)
+        return tuple(pos), tuple(kws)
+
+    @v_args(meta=True)
+    def kwarg(self, meta, items):
+        return A.Keyword(str(items[0]), items[1], self._span(meta))
+
+    @v_args(meta=True)
+    def subscript(self, meta, items):
+        return A.Subscript(items[0], tuple(items[1]), self._span(meta))
+
+    def subscripts(self, items):
+        return list(items)
+
+    @v_args(meta=True)
+    def attribute(self, meta, items):
+        return A.Attribute(items[0], str(items[1]), self._span(meta))
+
+    @v_args(meta=True)
+    def name(self, meta, items):
+        return A.Name(str(items[0]), self._span(meta))
+
+    @v_args(meta=True)
+    def int_lit(self, meta, items):
+        return A.Int(int(str(items[0]).replace("_", ""), 0), self._span(meta))
+
+    @v_args(meta=True)
+    def float_lit(self, meta, items):
+        return A.Float(float(str(items[0]).replace("_", "")), self._span(meta))
+
+    @v_args(meta=True)
+    def str_lit(self, meta, items):
+        return A.Str(pyast.literal_eval(str(items[0])), self._span(meta))
+
+    @v_args(meta=True)
+    def true_lit(self, meta, items):
+        return A.Bool(True, self._span(meta))
+
+    @v_args(meta=True)
+    def false_lit(self, meta, items):
+        return A.Bool(False, self._span(meta))
+
+    @v_args(meta=True)
+    def empty_tuple(self, meta, items):
+        return A.Tuple((), self._span(meta))
+
+    @v_args(meta=True)
+    def tuple_lit(self, meta, items):
+        return A.Tuple(tuple(items), self._span(meta))
+
+
+def _describe_expected(expected: set[str]) -> str:
+    words = sorted({_TOKEN_WORDS.get(e, e.lower() if e.isupper() else e) for e in expected})
+    if len(words) > 6:
+        words = words[:6] + ["…"]
+    return ", ".join(words)
+
+
+def _syntax_error(src: SourceFile, exc: UnexpectedInput) -> FrontEndError:
+    line = getattr(exc, "line", 0) or 0
+    col = getattr(exc, "column", 0) or 0
+    if isinstance(exc, UnexpectedCharacters):
+        ch = src.text[exc.pos_in_stream] if 0 <= exc.pos_in_stream < len(src.text) else "?"
+        msg = f"unexpected character {ch!r}"
+    elif isinstance(exc, UnexpectedEOF):
+        lines = src.text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+        msg = "unexpected end of file"
+    elif isinstance(exc, UnexpectedToken):
+        tok = exc.token
+        if tok.type == "$END":
+            lines = src.text.rstrip("\n").splitlines() or [""]
+            line, col = len(lines), len(lines[-1]) + 1
+            what = "end of file"
+        elif tok.type == "_INDENT":
+            what = "indent"
+        elif tok.type == "_DEDENT":
+            what = "dedent"
+        elif tok.type == "_NEWLINE":
+            what = "end of line"
+        else:
+            what = repr(str(tok))
+        msg = f"invalid syntax: unexpected {what}; expected {_describe_expected(set(exc.expected))}"
+    else:
+        msg = "invalid syntax"
+    line = max(line, 1)
+    col = max(col, 1)
+    return FrontEndError(msg, Span(src.path, line, col, line, col + 1))
+
+
+def parse_source(src: SourceFile) -> A.Module:
+    """Parse one file. Raises FrontEndError (exit code 3) on any syntax problem."""
+    text = src.text if src.text.endswith("\n") else src.text + "\n"
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as exc:
+        raise _syntax_error(src, exc) from None
+    except Exception as exc:  # the indenter raises plain errors on bad dedents
+        line = _guess_line(src, exc)
+        raise FrontEndError(f"invalid indentation ({exc})", Span(src.path, line, 1, line, 2)) from None
+    try:
+        return _Build(src.path).transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, FrontEndError):
+            raise exc.orig_exc from None
+        raise
+
+
+def _guess_line(src: SourceFile, exc: Exception) -> int:
+    # Lark's indenter reports DedentError without a position: find the first inconsistent dedent.
+    stack = [0]
+    for n, raw in enumerate(src.text.splitlines(), 1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        indent = len(raw) - len(raw.lstrip(" \t"))
+        if indent > stack[-1]:
+            stack.append(indent)
+            continue
+        while indent < stack[-1]:
+            stack.pop()
+        if indent != stack[-1]:
+            return n
+    return 1
+
+
+def parse_text(text: str, path: str = "<string>") -> A.Module:
+    return parse_source(SourceFile(path, text))
+
+
+def parse_expression(text: str, path: str = "<expr>") -> A.Expr:
+    """Parse a single expression (used by the instruction library's operand maps)."""
+    module = parse_text(f"@kernel()\ndef _e():\n    {text}\n", path)
+    stmt = module.kernels[0].body[0]
+    assert isinstance(stmt, A.ExprStmt)
+    return stmt.expr

@@ -1,0 +1,116 @@
+"""Human-readable output: rustc-style snippet and caret, the counterexample as a table, the chain as notes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .report import ChainPoint, Counterexample, Finding, KernelReport, Report, Side, Verdict
+from .source import SourceFile, Span
+
+_LEVEL = {Verdict.VIOLATION: "error", Verdict.UNKNOWN: "warning", Verdict.VERIFIED: "ok", Verdict.ERROR: "error"}
+
+
+class _Sources:
+    def __init__(self) -> None:
+        self._cache: dict[str, SourceFile | None] = {}
+
+    def get(self, path: str) -> SourceFile | None:
+        if path not in self._cache:
+            try:
+                self._cache[path] = SourceFile(path, Path(path).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                self._cache[path] = None
+        return self._cache[path]
+
+
+def render(report: Report, sources: dict[str, SourceFile] | None = None, verbose: bool = False) -> str:
+    cache = _Sources()
+    for path, src in (sources or {}).items():
+        cache._cache[path] = src
+    out: list[str] = []
+    for err in report.errors:
+        out.append(err.rendered)
+        out.append("")
+    for k in report.kernels:
+        out.extend(_kernel(k, cache, verbose))
+    s = report.summary()
+    out.append(f"{len(report.kernels)} kernel(s): {s['verified']} verified, {s['violation']} with violations, "
+               f"{s['unknown']} unknown, {s['error']} error(s)")
+    return "\n".join(out) + "\n"
+
+
+def _kernel(k: KernelReport, cache: _Sources, verbose: bool) -> list[str]:
+    lines = [f"{k.verdict.value:9} {k.kernel} ({k.file})"]
+    for f in k.findings:
+        if f.verdict == Verdict.VERIFIED:
+            if verbose:
+                lines.append(f"  ok: [{f.invariant}] {f.location}: {f.message} ({f.queries} queries, "
+                             f"{f.solver_ms:.0f} ms)")
+            continue
+        lines.extend(_finding(f, cache))
+    lines.append("")
+    return lines
+
+
+def _finding(f: Finding, cache: _Sources) -> list[str]:
+    level = _LEVEL[f.verdict]
+    lines = [f"{level}[{f.invariant}]: {f.title}: {f.message}", f"  --> {f.location}"]
+    src = cache.get(f.location.file)
+    if src is not None:
+        loc = f.location
+        snippet = src.snippet(Span(loc.file, loc.line, loc.col, loc.end_line, loc.end_col))
+        lines.extend("  " + s for s in snippet.splitlines())
+    if f.counterexample is not None:
+        lines.extend(_table(f.counterexample))
+        lines.extend(_chain(f.counterexample.lhs, cache))
+        lines.extend(_chain(f.counterexample.rhs, cache))
+    elif f.reason and f.reason != f.message:
+        lines.append(f"  = note: {f.reason}")
+    lines.append("")
+    return lines
+
+
+def _table(c: Counterexample) -> list[str]:
+    rows = [
+        ("block", ", ".join(map(str, c.block))),
+        ("thread", f"{c.thread_linear} ({c.group_kind} {c.group_index}, lane {c.lane})"),
+    ]
+    if c.iterations:
+        rows.append(("iteration", ", ".join(f"{k}={v}" for k, v in c.iterations.items())))
+    if c.value_index is not None:
+        rows.append(("value index", str(c.value_index)))
+    if c.instruction:
+        rows.append(("instruction", ", ".join(f"{k}={v}" for k, v in c.instruction.items())))
+    if c.sizes:
+        rows.append(("sizes", ", ".join(f"{k}={v}" for k, v in c.sizes.items())))
+    for side in (c.lhs, c.rhs):
+        where = []
+        if side.lane is not None and c.instruction:
+            where.append(f"lane {side.lane}")
+        if side.value_index is not None and c.instruction:
+            where.append(f"value {side.value_index}")
+        tag = f"{side.tag_name}{tuple(side.tag)}" if side.tag else "Top (untagged)"
+        coords = f" at coordinates {tuple(side.coordinates)}" if side.coordinates else ""
+        rows.append((side.label, f"{' '.join(where)}{': ' if where else ''}tag {tag}{coords}"))
+    rows.append(("fails", c.relation))
+    width = max(len(r[0]) for r in rows)
+    out = ["  = counterexample:"]
+    out += [f"      {name:<{width}} | {value}" for name, value in rows]
+    return out
+
+
+def _chain(side: Side, cache: _Sources) -> list[str]:
+    out = [f"  = note: chain of the {side.label}:"]
+    for p in side.chain:
+        out.append(f"      {_point(p, cache)}")
+    return out
+
+
+def _point(p: ChainPoint, cache: _Sources) -> str:
+    iters = ", ".join(f"{k}={v}" for k, v in p.iterations.items())
+    who = f"thread {p.thread}" if p.thread is not None else ""
+    ctx = ", ".join(x for x in (who, iters, p.note) if x)
+    src = cache.get(p.location.file)
+    text = src.line_text(p.location.line).strip() if src else ""
+    label = {"use": "use", "load": "load", "store": "store", "source": "tagged source", "mma-operand": "operand"}[p.kind]
+    buf = f" {p.buffer}" if p.buffer and p.kind not in ("use",) else ""
+    return f"{label}{buf} at {p.location} [{ctx}]: {text}"

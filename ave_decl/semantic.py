@@ -1,0 +1,100 @@
+"""Solver-derived facts that the Datalog rules need: `may_be_empty` and `covers`.
+
+They are quantifier-free Z3 queries over the lowered kernel, run before the fixpoint:
+  * may_be_empty(h): some sizes allowed by assume(...) make loop h run zero times.
+  * covers(a, level): store access `a` writes every element of its buffer exactly once when
+    its free variables range over their domains: the threads of the block (shared memory;
+    a local buffer belongs to one thread) and the loops around the store strictly inside
+    `level` (0 = the kernel). Proved as a bijection onto [0, size): every address is in range,
+    no two distinct instances share an address (injectivity), and the instance count equals
+    the buffer size. A guarded store never covers.
+A query that is not UNSAT in time counts as "no" (may be empty / does not cover): the safe side.
+"""
+from __future__ import annotations
+
+import z3
+
+from .facts import KernelFacts
+from .smt import Encoder, Instance
+from .view import KernelView
+
+_QUERY_MS = 2000
+
+
+def _unsat(constraints: list[z3.BoolRef]) -> bool:
+    s = z3.Solver()
+    s.set("timeout", _QUERY_MS)
+    s.add(*constraints)
+    return s.check() == z3.unsat
+
+
+def add_semantic_facts(kf: KernelFacts) -> None:
+    view = KernelView.of(kf)
+    enc = Encoder(view)
+    base = enc.base_constraints()
+    for h in view.loops:
+        inst = enc.new_instance(h, "h")
+        info = view.loops[h]
+        if not _unsat(base + inst.constraints + [enc.int_term(info.lo, inst.env) >= enc.int_term(info.hi, inst.env)]):
+            kf.add("may_be_empty", h)
+    for a, acc in view.accesses.items():
+        if acc.kind not in ("store", "write_all"):
+            continue
+        space, size_eid = view.buffers[acc.buffer]
+        if space == "global" or view.all_guards(acc.stmt):
+            continue
+        loops = view.enclosing_loops(acc.stmt)
+        for depth in range(len(loops) + 1):
+            level = loops[depth - 1] if depth else 0
+            if _covers(enc, base, acc, space, size_eid, loops[depth:], loops[:depth]):
+                kf.add("covers", a, level)
+
+
+def _trip_count(enc: Encoder, header: int) -> int | None:
+    info = enc.view.loops[header]
+    lo, hi, step = (enc.nodes[e] for e in (info.lo, info.hi, info.step))
+    if lo.op != "const" or hi.op != "const":
+        return None
+    return max(0, -(-(hi.value - lo.value) // step.value))
+
+
+def _covers(enc: Encoder, base, acc, space: str, size_eid: int, free_loops: list[int], fixed_loops: list[int]) -> bool:
+    size_node = enc.nodes[size_eid]
+    if size_node.op != "const":
+        return False
+    count = 1 if space == "local" else enc.block_size()
+    if acc.kind == "write_all":
+        count *= size_node.value  # one slot per element
+    for h in free_loops:
+        trip = _trip_count(enc, h)
+        if trip is None:
+            return False
+        count *= trip
+    if count != size_node.value:
+        return False
+    first = enc.new_instance(acc.stmt, "c", with_guards=False)
+    shared_loops = {h: first.env[f"loop:{h}"] for h in fixed_loops}
+    second = enc.new_instance(acc.stmt, "d", share_block=first, loops=shared_loops, with_guards=False,
+                              share_thread=first if space == "local" else None)
+    addr1 = enc.int_term(acc.addr, first.env)
+    addr2 = enc.int_term(acc.addr, second.env)
+    ctx = base + first.constraints + second.constraints
+    in_range = _unsat(base + first.constraints + _slot_range(acc, first, size_node.value)
+                      + [z3.Or(addr1 < 0, addr1 >= size_node.value)])
+    if not in_range:
+        return False
+    differ = [first.env[f"loop:{h}"] != second.env[f"loop:{h}"] for h in free_loops]
+    if space != "local":
+        differ += [first.env[f"tid:{d}"] != second.env[f"tid:{d}"] for d in range(len(enc.block_dims()))]
+    if acc.kind == "write_all":
+        differ.append(first.env["slot"] != second.env["slot"])
+    if not differ:
+        return True
+    return _unsat(ctx + _slot_range(acc, first, size_node.value) + _slot_range(acc, second, size_node.value)
+                  + [z3.Or(*differ), addr1 == addr2])
+
+
+def _slot_range(acc, inst: Instance, size: int) -> list[z3.BoolRef]:
+    if acc.kind != "write_all":
+        return []
+    return [inst.env["slot"] >= 0, inst.env["slot"] < size]

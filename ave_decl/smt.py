@@ -1,0 +1,218 @@
+"""Z3 encoding of the expression DAG and of dynamic instances (block, thread, loop iterations).
+
+Encoding (docs/smt.md): unbounded integers; `//` and `%` are Z3's div/mod, equal to Python's
+floor semantics for positive divisors (the only ones the front end produces for layouts and
+lane maps; symbolic divisors stay nonlinear). Shifts by constants are multiplications or
+divisions by powers of two; `^ & | ~` go through 32-bit two's-complement bit-vectors
+(Int2BV / BV2Int), exact for values in [-2^31, 2^31).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import z3
+
+from .view import KernelView
+
+BV_WIDTH = 32
+
+
+@dataclass
+class Instance:
+    """One dynamic execution of a statement: the Z3 variables that name it."""
+
+    label: str
+    stmt: int
+    env: dict[str, z3.ExprRef] = field(default_factory=dict)  # tid:d, bid:d, loop:h, slot
+    constraints: list[z3.BoolRef] = field(default_factory=list)
+
+    def var(self, name: str) -> z3.ExprRef:
+        return self.env[name]
+
+
+class Encoder:
+    """Builds Z3 terms for one kernel. Sizes (size:M ...) are shared by all instances."""
+
+    def __init__(self, view: KernelView):
+        self.view = view
+        self.nodes = view.kf.table.nodes
+        self.sizes: dict[str, z3.ArithRef] = {}
+        self._counter = itertools.count()
+
+    def fresh(self, prefix: str) -> str:
+        """A variable-name prefix unique within this kernel (deterministic from run to run)."""
+        return f"{prefix}{next(self._counter)}"
+
+    # ------------------------------------------------------------ terms
+    def size(self, name: str) -> z3.ArithRef:
+        if name not in self.sizes:
+            self.sizes[name] = z3.Int(name.split(":", 1)[1])
+        return self.sizes[name]
+
+    def term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ExprRef:
+        memo: dict[int, z3.ExprRef] = {}
+        return self._term(eid, env, memo)
+
+    def int_term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ArithRef:
+        return as_int(self.term(eid, env))
+
+    def bool_term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.BoolRef:
+        return as_bool(self.term(eid, env))
+
+    def _term(self, eid: int, env, memo) -> z3.ExprRef:
+        if eid in memo:
+            return memo[eid]
+        n = self.nodes[eid]
+        if n.op == "const":
+            r: z3.ExprRef = z3.IntVal(n.value)
+        elif n.op == "sym":
+            if n.name.startswith("size:"):
+                r = self.size(n.name)
+            elif n.name in env:
+                r = env[n.name]
+            else:
+                raise KeyError(f"symbol {n.name} has no value in this context")
+        else:
+            args = [self._term(a, env, memo) for a in n.args]
+            r = _apply(n.op, args, [self.nodes[a] for a in n.args])
+        memo[eid] = r
+        return r
+
+    # -------------------------------------------------------- instances
+    def base_constraints(self) -> list[z3.BoolRef]:
+        """Assumptions over sizes; they mention no thread or loop variable."""
+        return [self.bool_term(e, {}) for e in self.view.assumptions]
+
+    def block_dims(self) -> list[int]:
+        out = []
+        for _g, b in self.view.launch:
+            node = self.nodes[b]
+            out.append(node.value if node.op == "const" else 1)
+        return out
+
+    def block_size(self) -> int:
+        total = 1
+        for d in self.block_dims():
+            total *= d
+        return total
+
+    def new_instance(self, stmt: int, label: str, *, share_block: Instance | None = None,
+                     share_thread: Instance | None = None, loops: dict[int, z3.ExprRef] | None = None,
+                     with_guards: bool = True) -> Instance:
+        """Fresh variables for a statement execution, constrained to the launch and loop ranges."""
+        tag = self.fresh(label)
+        inst = Instance(label, stmt)
+        for d, (grid, _block) in enumerate(self.view.launch):
+            if share_block is not None:
+                inst.env[f"bid:{d}"] = share_block.env[f"bid:{d}"]
+            else:
+                b = z3.Int(f"{tag}.bid{d}")
+                inst.env[f"bid:{d}"] = b
+                inst.constraints += [b >= 0, b < self.int_term(grid, {})]
+        for d, extent in enumerate(self.block_dims()):
+            if share_thread is not None:
+                inst.env[f"tid:{d}"] = share_thread.env[f"tid:{d}"]
+            else:
+                t = z3.Int(f"{tag}.tid{d}")
+                inst.env[f"tid:{d}"] = t
+                inst.constraints += [t >= 0, t < extent]
+        given = loops or {}
+        for h in self.view.enclosing_loops(stmt):
+            info = self.view.loops[h]
+            if h in given:
+                inst.env[f"loop:{h}"] = given[h]
+                continue
+            x = z3.Int(f"{tag}.{info.var}")
+            inst.env[f"loop:{h}"] = x
+            inst.constraints += self.loop_range(h, x, inst.env)
+        inst.env["slot"] = z3.Int(f"{tag}.slot")
+        if with_guards:
+            for cond, pol in self.view.all_guards(stmt):
+                c = self.bool_term(cond, inst.env)
+                inst.constraints.append(c if pol else z3.Not(c))
+        return inst
+
+    def loop_range(self, header: int, x: z3.ArithRef, env: dict[str, z3.ExprRef]) -> list[z3.BoolRef]:
+        info = self.view.loops[header]
+        lo, hi = self.int_term(info.lo, env), self.int_term(info.hi, env)
+        step = self.nodes[info.step].value
+        out = [x >= lo, x < hi]
+        if step != 1:
+            out.append((x - lo) % step == 0)
+        return out
+
+    def linear_thread(self, inst: Instance) -> z3.ArithRef:
+        dims = self.block_dims()
+        total: z3.ArithRef = z3.IntVal(0)
+        for d in reversed(range(len(dims))):
+            total = total * dims[d] + inst.env[f"tid:{d}"]
+        return total
+
+    def set_linear_thread(self, inst: Instance, linear: z3.ArithRef) -> None:
+        """Replace an instance's thread ids by the decomposition of a linear id."""
+        rest = linear
+        for d, extent in enumerate(self.block_dims()):
+            inst.env[f"tid:{d}"] = rest % extent if extent > 1 else z3.IntVal(0)
+            rest = rest / extent
+
+
+def as_int(x: z3.ExprRef) -> z3.ArithRef:
+    return z3.If(x, z3.IntVal(1), z3.IntVal(0)) if z3.is_bool(x) else x
+
+
+def as_bool(x: z3.ExprRef) -> z3.BoolRef:
+    return x if z3.is_bool(x) else x != 0
+
+
+def _bv(x: z3.ExprRef) -> z3.BitVecRef:
+    return z3.Int2BV(as_int(x), BV_WIDTH)
+
+
+def _int(b: z3.BitVecRef) -> z3.ArithRef:
+    return z3.BV2Int(b, is_signed=True)
+
+
+def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
+    if op in ("land", "lor"):
+        a, b = as_bool(args[0]), as_bool(args[1])
+        return z3.And(a, b) if op == "land" else z3.Or(a, b)
+    if op == "lnot":
+        return z3.Not(as_bool(args[0]))
+    xs = [as_int(a) for a in args]
+    if op == "add":
+        return xs[0] + xs[1]
+    if op == "sub":
+        return xs[0] - xs[1]
+    if op == "mul":
+        return xs[0] * xs[1]
+    if op == "floordiv":
+        return xs[0] / xs[1]
+    if op == "mod":
+        return xs[0] % xs[1]
+    if op == "neg":
+        return -xs[0]
+    if op in ("shl", "shr") and nodes[1].op == "const" and nodes[1].value >= 0:
+        factor = 2 ** nodes[1].value
+        return xs[0] * factor if op == "shl" else xs[0] / factor
+    if op == "shl":
+        return _int(_bv(xs[0]) << _bv(xs[1]))
+    if op == "shr":
+        return _int(_bv(xs[0]) >> _bv(xs[1]))
+    if op == "xor":
+        return _int(_bv(xs[0]) ^ _bv(xs[1]))
+    if op == "and":
+        return _int(_bv(xs[0]) & _bv(xs[1]))
+    if op == "or":
+        return _int(_bv(xs[0]) | _bv(xs[1]))
+    if op == "bnot":
+        return -xs[0] - 1
+    if op == "min":
+        return z3.If(xs[0] <= xs[1], xs[0], xs[1])
+    if op == "max":
+        return z3.If(xs[0] >= xs[1], xs[0], xs[1])
+    cmp = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+           "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+    if op in cmp:
+        return cmp[op](xs[0], xs[1])
+    raise ValueError(f"no Z3 encoding for operator {op}")

@@ -1,0 +1,254 @@
+"""Obligations -> Z3 queries -> verdicts with concrete counterexamples.
+
+One query per (obligation, lhs chain, rhs chain). SAT gives a model, read back into a
+Counterexample; UNSAT for every chain pair proves the obligation; `unknown` (timeout, or a
+chain that could not be followed) makes it UNKNOWN, never VERIFIED.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import z3
+
+from .chains import Alt, Expander, Step, eval_map
+from .instructions import INSTRUCTIONS
+from .report import ChainPoint, Counterexample, Finding, Location, Side, Verdict
+from .smt import Encoder, Instance, as_bool
+from .view import KernelView
+
+STRUCTURAL_REASONS = {
+    "lhs-untagged": "the left-hand value has no tagged source (its tag is Top): tag the tensor it comes from",
+    "rhs-untagged": "the right-hand value has no tagged source (its tag is Top): tag the tensor it comes from",
+    "lhs-mixed": "the left-hand value combines several tagged values, so it has no single tag (Top)",
+    "rhs-mixed": "the right-hand value combines several tagged values, so it has no single tag (Top)",
+    "a-untagged": "the A operand has no tagged source (Top) while B has one: tag A's source tensor",
+    "b-untagged": "the B operand has no tagged source (Top) while A has one: tag B's source tensor",
+    "no-tags": "neither operand carries tags, so the pairing cannot be checked: tag the source tensors",
+}
+
+
+@dataclass
+class Query:
+    constraints: list[z3.BoolRef]
+    violated: z3.BoolRef
+    lhs: Alt
+    rhs: Alt
+    site: Instance
+    lhs_inst: Instance
+    rhs_inst: Instance
+    extras: dict[str, z3.ArithRef]
+
+
+class KernelSolver:
+    def __init__(self, view: KernelView, derived: dict[str, list[tuple]], metadata: dict[str, dict[str, str]],
+                 timeout_s: float):
+        self.view = view
+        self.enc = Encoder(view)
+        self.expander = Expander(view, self.enc, derived)
+        self.derived = derived
+        self.metadata = metadata
+        self.timeout_ms = max(1, int(timeout_s * 1000))
+        self.base = self.enc.base_constraints()
+
+    # ----------------------------------------------------------- findings
+    def findings(self) -> list[Finding]:
+        out: list[Finding] = []
+        for _k, site, inv, reason in self.derived.get("structural", []):
+            out.append(self._finding(inv, site, Verdict.VIOLATION, STRUCTURAL_REASONS.get(reason, reason),
+                                     reason=STRUCTURAL_REASONS.get(reason, reason)))
+        for _k, site, inv, reason in self.derived.get("unchecked", []):
+            out.append(self._finding(inv, site, Verdict.UNKNOWN, STRUCTURAL_REASONS.get(reason, reason),
+                                     reason=STRUCTURAL_REASONS.get(reason, reason)))
+        for _k, site, inv, relation, lhs, rhs in self.derived.get("obligation", []):
+            out.append(self.discharge(site, inv, relation, lhs, rhs))
+        out.sort(key=lambda f: (f.location.line, f.location.col, f.invariant))
+        return out
+
+    def _finding(self, inv: str, site: int, verdict: Verdict, message: str, **kw) -> Finding:
+        meta = self.metadata.get(inv, {})
+        span = self.view.span(site)
+        loc = Location(span.path, span.line, span.col, span.end_line, span.end_col)
+        return Finding(inv, meta.get("title", inv), meta.get("severity", "error"), verdict, loc, message, **kw)
+
+    def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
+        started = time.perf_counter()
+        queries = self._queries(site, relation, lhs, rhs)
+        unknown_reasons: list[str] = []
+        count = 0
+        for q in queries:
+            reason = q.lhs.unknown or q.rhs.unknown
+            if reason:
+                unknown_reasons.append(reason)
+                continue
+            count += 1
+            solver = z3.Solver()
+            solver.set("timeout", self.timeout_ms)
+            solver.add(*self.base, *q.constraints, q.violated)
+            result = solver.check()
+            if result == z3.sat:
+                cex = self._counterexample(solver.model(), q, relation)
+                ms = (time.perf_counter() - started) * 1000
+                return self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex), counterexample=cex,
+                                     queries=count, solver_ms=ms)
+            if result == z3.unknown:
+                unknown_reasons.append(f"solver returned unknown ({solver.reason_unknown()})")
+        ms = (time.perf_counter() - started) * 1000
+        if unknown_reasons:
+            why = "; ".join(sorted(set(unknown_reasons)))
+            return self._finding(inv, site, Verdict.UNKNOWN, f"could not be proved or refuted: {why}", reason=why,
+                                 queries=count, solver_ms=ms)
+        return self._finding(inv, site, Verdict.VERIFIED, "proved for every block, thread, iteration and value",
+                             queries=count, solver_ms=ms)
+
+    # ------------------------------------------------------------ queries
+    def _queries(self, site: int, relation: str, lhs: int, rhs: int) -> list[Query]:
+        if relation == "k_pairing":
+            return self._k_pairing(site, lhs, rhs)
+        inst = self.enc.new_instance(site, "u")
+        rel_eid = self.view.assert_rel.get(site)
+        out = []
+        for left in self.expander.value(lhs, inst):
+            for right in self.expander.value(rhs, inst):
+                violated = self._negated_relation(relation, left.tag, right.tag, rel_eid, inst)
+                out.append(Query(inst.constraints + left.constraints + right.constraints, violated, left, right,
+                                 inst, inst, inst, {}))
+        return out
+
+    def _negated_relation(self, relation: str, lt, rt, rel_eid: int | None, inst: Instance) -> z3.BoolRef:
+        if lt is None or rt is None:
+            return z3.BoolVal(True)  # an untagged (Top) value reaches the use on this path
+        if relation == "eq":
+            if len(lt) != len(rt):
+                return z3.BoolVal(True)
+            return z3.Or(*[a != b for a, b in zip(lt, rt)]) if lt else z3.BoolVal(False)
+        assert rel_eid is not None
+        env = dict(inst.env)
+        for prefix, tag in (("lhs", lt), ("rhs", rt)):
+            for i, t in enumerate(tag):
+                env[f"{prefix}:{i}"] = t
+                env[f"{prefix}:{i - len(tag)}"] = t
+        try:
+            return z3.Not(as_bool(self.enc.term(rel_eid, env)))
+        except KeyError:
+            return z3.BoolVal(True)  # the relation names a component the tag does not have
+
+    def _k_pairing(self, site: int, va: int, vb: int) -> list[Query]:
+        instr = INSTRUCTIONS[self.view.mma[site][0]]
+        base = self.enc.new_instance(site, "u")
+        a_inst, la, sa = self.expander.operand_instance(base, site, instr, "a")
+        b_inst, lb, sb = self.expander.operand_instance(base, site, instr, "b")
+        k_a, k_b = eval_map(instr.a.col, la, sa), eval_map(instr.b.row, lb, sb)
+        pairing = [k_a == k_b]
+        extras = {"k": k_a, "row": eval_map(instr.a.row, la, sa), "col": eval_map(instr.b.col, lb, sb),
+                  "lane_a": la, "lane_b": lb, "slot_a": sa, "slot_b": sb}
+        out = []
+        for left in self.expander.value(va, a_inst):
+            for right in self.expander.value(vb, b_inst):
+                if left.tag is None or right.tag is None:
+                    violated = z3.BoolVal(True)
+                else:
+                    ka = left.tag[-1]
+                    kb = right.tag[-2] if len(right.tag) >= 2 else right.tag[0]
+                    violated = ka != kb
+                cons = base.constraints + a_inst.constraints + b_inst.constraints + pairing
+                out.append(Query(cons + left.constraints + right.constraints, violated, left, right, base, a_inst,
+                                 b_inst, extras))
+        return out
+
+    # ----------------------------------------------------- counterexample
+    def _counterexample(self, model: z3.ModelRef, q: Query, relation: str) -> Counterexample:
+        ev = _Evaluator(model)
+        site = q.site
+        dims = self.enc.block_dims()
+        thread = [ev(site.env[f"tid:{d}"]) for d in range(len(dims))]
+        linear = ev(self.enc.linear_thread(site))
+        g = self.view.group_size
+        sizes = {name.split(":", 1)[1]: ev(var) for name, var in sorted(self.enc.sizes.items())}
+        if relation == "k_pairing":
+            lhs = self._side("A operand", q.lhs, q.lhs_inst, ev, ev(q.extras["lane_a"]), ev(q.extras["slot_a"]))
+            rhs = self._side("B operand", q.rhs, q.rhs_inst, ev, ev(q.extras["lane_b"]), ev(q.extras["slot_b"]))
+            lane, slot = lhs.lane, lhs.value_index
+            linear = ev(self.enc.linear_thread(q.lhs_inst))
+            thread = [ev(q.lhs_inst.env[f"tid:{d}"]) for d in range(len(dims))]
+            instr = {k: ev(q.extras[k]) for k in ("k", "row", "col")}
+            rel = "K tag of A (last component) == K tag of B (component before last)"
+        else:
+            lane, slot = linear % g, ev(site.env["slot"])
+            uses_slot = any(self.view.accesses[s.access].kind == "read_all" for s in q.lhs.chain[:1] + q.rhs.chain[:1]
+                            if s.access >= 0)
+            slot = slot if uses_slot else None
+            lhs = self._side("lhs", q.lhs, site, ev, lane, slot)
+            rhs = self._side("rhs", q.rhs, site, ev, lane, slot)
+            instr = {}
+            rel = "tags equal" if relation == "eq" else "the assert_tag relation"
+        return Counterexample(
+            block=[ev(site.env[f"bid:{d}"]) for d in range(len(self.view.launch))],
+            thread=thread, thread_linear=linear, group_kind=self.view.group_kind, group_size=g,
+            group_index=linear // g, lane=linear % g, iterations=self._iterations(site, ev), value_index=slot,
+            sizes=sizes, lhs=lhs, rhs=rhs, relation=rel, instruction=instr)
+
+    def _iterations(self, inst: Instance, ev) -> dict[str, int]:
+        out = {}
+        names = [self.view.loops[h].var for h in self.view.loops]
+        for h in self.view.enclosing_loops(inst.stmt):
+            info = self.view.loops[h]
+            key = info.var if names.count(info.var) == 1 else f"{info.var}@{self.view.span(h).line}"
+            out[key] = ev(inst.env[f"loop:{h}"])
+        return out
+
+    def _side(self, label: str, alt: Alt, inst: Instance, ev, lane, slot) -> Side:
+        use_span = self.view.span(inst.stmt)
+        chain = [ChainPoint("use", _loc(use_span), "", ev(self.enc.linear_thread(inst)), self._iterations(inst, ev))]
+        for step in alt.chain:
+            if step.role == "mma-operand":
+                chain.append(ChainPoint("mma-operand", _loc(self.view.span(step.stmt)), step.buffer,
+                                        ev(self.enc.linear_thread(step.inst)), self._iterations(step.inst, ev),
+                                        step.note))
+                continue
+            chain.append(self._point(step, ev))
+        return Side(label, lane, slot, [ev(c) for c in alt.coords], alt.tag_name,
+                    [ev(t) for t in alt.tag] if alt.tag is not None else [], chain)
+
+    def _point(self, step: Step, ev) -> ChainPoint:
+        span = self.view.span(step.stmt)
+        space = self.view.buffers[step.buffer][0]
+        thread = ev(self.enc.linear_thread(step.inst)) if space != "global" or step.role != "source" else \
+            ev(self.enc.linear_thread(step.inst))
+        note = ""
+        acc = self.view.accesses[step.access]
+        if acc.kind in ("read_all", "write_all"):
+            note = f"slot {ev(step.inst.env['slot'])}"
+        return ChainPoint(step.role, _loc(span), step.buffer, thread, self._iterations(step.inst, ev), note)
+
+    def _message(self, relation: str, cex: Counterexample) -> str:
+        if relation == "k_pairing":
+            return (f"K tags differ: A operand lane {cex.lhs.lane} value {cex.lhs.value_index} has K tag "
+                    f"{_k_of(cex.lhs.tag, -1)}, B operand lane {cex.rhs.lane} value {cex.rhs.value_index} has K tag "
+                    f"{_k_of(cex.rhs.tag, -2)} (both are k = {cex.instruction.get('k')} of the instruction)")
+        if not cex.lhs.tag or not cex.rhs.tag:
+            return "an untagged value (Top) reaches the assertion on this path"
+        return f"tag relation fails: lhs tag {tuple(cex.lhs.tag)} vs rhs tag {tuple(cex.rhs.tag)}"
+
+
+def _k_of(tag: list[int], idx: int):
+    if not tag:
+        return "Top"
+    return tag[idx] if len(tag) >= -idx else tag[0]
+
+
+def _loc(span) -> Location:
+    return Location(span.path, span.line, span.col, span.end_line, span.end_col)
+
+
+class _Evaluator:
+    def __init__(self, model: z3.ModelRef):
+        self.model = model
+
+    def __call__(self, term) -> int:
+        v = self.model.eval(term, model_completion=True)
+        if z3.is_true(v):
+            return 1
+        if z3.is_false(v):
+            return 0
+        return v.as_long()
