@@ -774,6 +774,8 @@ class KernelLowering:
             f = self.env.get(fname)
             if f is None and fname in self.imports:
                 return self._mma(name, value, s)
+            if f is None and fname in INSTRUCTIONS:
+                self.lookup(value.func)  # raises: not imported
         existing = self.env.get(name)
         if existing is not None and isinstance(existing.value, Buffer) and not existing.value.implicit:
             raise self.err(f"'{name}' is a tensor/buffer; assign to its elements with {name}[...] = ...", target)

@@ -170,7 +170,10 @@ class _Build(Transformer):
     bit_or = _literal_fold("|")
     bit_xor = _literal_fold("^")
     bit_and = _literal_fold("&")
-    power = _literal_fold("**")
+
+    @v_args(meta=True)
+    def power(self, meta, items):
+        return A.BinOp("**", items[0], items[2], self._span(meta))
 
     @v_args(meta=True)
     def shift_expr(self, meta, items):

@@ -63,7 +63,7 @@ def _finding(f: Finding, cache: _Sources) -> list[str]:
         lines.extend(_table(f.counterexample))
         lines.extend(_chain(f.counterexample.lhs, cache))
         lines.extend(_chain(f.counterexample.rhs, cache))
-    elif f.reason and f.reason != f.message:
+    elif f.reason and f.reason not in f.message:
         lines.append(f"  = note: {f.reason}")
     lines.append("")
     return lines

@@ -241,7 +241,10 @@ def parse_file(path: Path) -> tuple[list, RuleFileMeta]:
         tree = _lark().parse(text)
     except UnexpectedInput as exc:
         line, col = max(getattr(exc, "line", 1), 1), max(getattr(exc, "column", 1), 1)
-        raise RuleError("syntax error in rule file", Span(str(path), line, col, line, col + 1)) from None
+        tok = getattr(exc, "token", None)
+        what = "end of file" if tok is None or tok.type == "$END" else repr(str(tok))
+        raise RuleError(f"syntax error in rule file: unexpected {what}", Span(str(path), line, col, line, col + 1)) \
+            from None
     try:
         items = _Build(str(path)).transform(tree)
     except VisitError as exc:
