@@ -106,6 +106,8 @@ class Encoder:
         for d, (grid, _block) in enumerate(self.view.launch):
             if share_block is not None:
                 inst.env[f"bid:{d}"] = share_block.env[f"bid:{d}"]
+            elif self.nodes[grid].op == "const" and self.nodes[grid].value == 1:
+                inst.env[f"bid:{d}"] = z3.IntVal(0)
             else:
                 b = z3.Int(f"{tag}.bid{d}")
                 inst.env[f"bid:{d}"] = b
@@ -113,6 +115,8 @@ class Encoder:
         for d, extent in enumerate(self.block_dims()):
             if share_thread is not None:
                 inst.env[f"tid:{d}"] = share_thread.env[f"tid:{d}"]
+            elif extent == 1:
+                inst.env[f"tid:{d}"] = z3.IntVal(0)
             else:
                 t = z3.Int(f"{tag}.tid{d}")
                 inst.env[f"tid:{d}"] = t

@@ -1,0 +1,90 @@
+"""Per-phase times of `ave check` on each example: cold (first run in a fresh process) and warm.
+
+Prints milliseconds per phase and the warm/cold ratio; the machine is noisy, so compare ratios
+within one run rather than absolute numbers across runs. Usage: python bench/check.py [--repeat N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PHASES = ("parse", "facts", "fixpoint", "solving", "report")
+
+
+def one_run(path: Path) -> dict[str, float]:
+    """Time each stage of the pipeline once, in this process."""
+    from ave_decl.datalog.clingo_engine import ClingoEngine
+    from ave_decl.datalog.ruleset import load_rules, rule_metadata
+    from ave_decl.facts import merge
+    from ave_decl.lower import lower_module
+    from ave_decl.parser import parse_source
+    from ave_decl.pipeline import kernel_verdict, split_by_kernel
+    from ave_decl.render_text import render
+    from ave_decl.report import KernelReport, Report
+    from ave_decl.semantic import add_semantic_facts
+    from ave_decl.solve import KernelSolver
+    from ave_decl.source import SourceFile
+    from ave_decl.view import KernelView
+
+    t = {}
+    t0 = time.perf_counter()
+    src = SourceFile.read(path)
+    module = parse_source(src)
+    t1 = time.perf_counter()
+    kernels = lower_module(module, src)
+    for kf in kernels:
+        add_semantic_facts(kf)
+    t2 = time.perf_counter()
+    prog = load_rules()
+    derived = split_by_kernel(ClingoEngine(prog).run(merge(kernels)))
+    t3 = time.perf_counter()
+    report = Report()
+    for kf in kernels:
+        findings = KernelSolver(KernelView.of(kf), derived.get(kf.kid, {}), rule_metadata(prog), 10.0).findings()
+        report.kernels.append(KernelReport(kf.name, src.path, kernel_verdict(findings), findings))
+    t4 = time.perf_counter()
+    render(report, {src.path: src})
+    json.dumps(report.to_json())
+    t5 = time.perf_counter()
+    for name, a, b in zip(PHASES, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5)):
+        t[name] = (b - a) * 1000
+    t["total"] = (t5 - t0) * 1000
+    t["verdict"] = report.kernels[0].verdict.value  # type: ignore[assignment]
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(one_run(Path(args.child))))
+        return
+    sys.path.insert(0, str(ROOT))
+    examples = sorted((ROOT / "examples").glob("*.ave"))
+    header = f"{'example':34} {'mode':5} " + " ".join(f"{p:>9}" for p in PHASES) + f" {'total':>9}  verdict"
+    print("engine: embedded (clingo); times in ms; warm = median of", args.repeat, "runs in one process")
+    print(header)
+    print("-" * len(header))
+    for path in examples:
+        cold = json.loads(subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True,
+                                         text=True, check=True, cwd=ROOT).stdout)
+        one_run(path)  # warm-up: grammar, rules and imports are cached after this
+        runs = [one_run(path) for _ in range(args.repeat)]
+        warm = {p: statistics.median(r[p] for r in runs) for p in PHASES + ("total",)}
+        for mode, row in (("cold", cold), ("warm", warm)):
+            cells = " ".join(f"{row[p]:9.1f}" for p in PHASES)
+            print(f"{path.name:34} {mode:5} {cells} {row['total']:9.1f}  {cold['verdict']}")
+        print(f"{'':34} {'ratio':5} warm/cold total = {warm['total'] / cold['total']:.2f}")
+    print("souffle: not measured (the subprocess engine arrives with the engines issue)")
+
+
+if __name__ == "__main__":
+    main()
