@@ -500,6 +500,8 @@ class KernelLowering:
         for d in buf.shape:
             size = self.t.op("mul", size, d)
         self.facts.add("buffer", buf.id, buf.space, size)
+        for d, extent in enumerate(buf.shape):
+            self.facts.add("buffer_dim", buf.id, d, extent)
 
     # ----------------------------------------------------------- statements
     def lower(self) -> KernelFacts:

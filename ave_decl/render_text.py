@@ -83,6 +83,9 @@ def _table(c: Counterexample) -> list[str]:
     if c.sizes:
         rows.append(("sizes", ", ".join(f"{k}={v}" for k, v in c.sizes.items())))
     for side in (c.lhs, c.rhs):
+        if side.kind == "index":
+            rows.append((side.label, str(tuple(side.coordinates))))
+            continue
         where = []
         if side.lane is not None and c.instruction:
             where.append(f"lane {side.lane}")
@@ -99,6 +102,8 @@ def _table(c: Counterexample) -> list[str]:
 
 
 def _chain(side: Side, cache: _Sources) -> list[str]:
+    if not side.chain:
+        return []
     out = [f"  = note: chain of the {side.label}:"]
     for p in side.chain:
         out.append(f"      {_point(p, cache)}")

@@ -55,6 +55,7 @@ class Side:
     tag_name: str
     tag: list[int]
     chain: list[ChainPoint]
+    kind: str = "tag"  # "tag": a tagged value; "index": coordinates only (bounds checks)
 
 
 @dataclass

@@ -105,6 +105,8 @@ class KernelSolver:
     def _queries(self, site: int, relation: str, lhs: int, rhs: int) -> list[Query]:
         if relation == "k_pairing":
             return self._k_pairing(site, lhs, rhs)
+        if relation == "in_bounds":
+            return self._in_bounds(site, lhs)
         inst = self.enc.new_instance(site, "u")
         rel_eid = self.view.assert_rel.get(site)
         out = []
@@ -132,6 +134,17 @@ class KernelSolver:
             return z3.Not(as_bool(self.enc.term(rel_eid, env)))
         except KeyError:
             return z3.BoolVal(True)  # the relation names a component the tag does not have
+
+    def _in_bounds(self, site: int, aid: int) -> list[Query]:
+        acc = self.view.accesses[aid]
+        inst = self.enc.new_instance(site, "u")
+        coords = [self.enc.int_term(c, inst.env) for c in acc.coords]
+        extents = [self.enc.int_term(e, inst.env) for e in self.view.dims[acc.buffer]]
+        outside = z3.Or(*[z3.Or(c < 0, c >= e) for c, e in zip(coords, extents)])
+        step = Step("load" if acc.kind == "load" else "store", aid, acc.stmt, acc.buffer, inst)
+        index = Alt([], "", coords, [], [step])
+        shape = Alt([], "", extents, [], [])
+        return [Query(inst.constraints, outside, index, shape, inst, inst, inst, {})]
 
     def _k_pairing(self, site: int, va: int, vb: int) -> list[Query]:
         instr = INSTRUCTIONS[self.view.mma[site][0]]
@@ -173,6 +186,13 @@ class KernelSolver:
             thread = [ev(q.lhs_inst.env[f"tid:{d}"]) for d in range(len(dims))]
             instr = {k: ev(q.extras[k]) for k in ("k", "row", "col")}
             rel = "K tag of A (last component) == K tag of B (component before last)"
+        elif relation == "in_bounds":
+            acc = self.view.accesses[q.lhs.chain[0].access]
+            lhs = self._side(f"index into {acc.buffer}", q.lhs, site, ev, None, None)
+            lhs.kind = "index"
+            rhs = Side(f"shape of {acc.buffer}", None, None, [ev(c) for c in q.rhs.coords], "", [], [], "index")
+            lane, slot, instr = linear % g, None, {}
+            rel = "0 <= index < extent in every dimension"
         else:
             lane, slot = linear % g, ev(site.env["slot"])
             uses_slot = any(self.view.accesses[s.access].kind == "read_all" for s in q.lhs.chain[:1] + q.rhs.chain[:1]
@@ -222,6 +242,9 @@ class KernelSolver:
         return ChainPoint(step.role, _loc(span), step.buffer, thread, self._iterations(step.inst, ev), note)
 
     def _message(self, relation: str, cex: Counterexample) -> str:
+        if relation == "in_bounds":
+            return (f"index {tuple(cex.lhs.coordinates)} is outside {cex.lhs.label.split()[-1]} of shape "
+                    f"{tuple(cex.rhs.coordinates)}")
         if relation == "k_pairing":
             return (f"K tags differ: A operand lane {cex.lhs.lane} value {cex.lhs.value_index} has K tag "
                     f"{_k_of(cex.lhs.tag, -1)}, B operand lane {cex.rhs.lane} value {cex.rhs.value_index} has K tag "

@@ -35,6 +35,7 @@ class KernelView:
     parent: dict[int, int] = field(default_factory=dict)
     guards: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     buffers: dict[str, tuple[str, int]] = field(default_factory=dict)  # id -> (space, size expr)
+    dims: dict[str, list[int]] = field(default_factory=dict)  # id -> extent expr per dimension
     accesses: dict[int, AccessInfo] = field(default_factory=dict)
     values: dict[int, tuple[str, int]] = field(default_factory=dict)  # vid -> (kind, stmt)
     value_args: dict[int, list[int]] = field(default_factory=dict)
@@ -62,6 +63,8 @@ class KernelView:
             v.guards.setdefault(s, []).append((c, p))
         for _, b, space, size in kf.relation("buffer"):
             v.buffers[b] = (space, size)
+        for _, b, d, e in sorted(kf.relation("buffer_dim"), key=lambda r: (r[1], r[2])):
+            v.dims.setdefault(b, []).append(e)
         coords: dict[int, dict[int, int]] = {}
         for _, a, d, e in kf.relation("access_coord"):
             coords.setdefault(a, {})[d] = e

@@ -31,10 +31,10 @@ def test_verified_kernel_exit_zero(ave):
 def test_verified_gemm_proves_both_invariants():
     report = ave_decl.check(EXAMPLES / "gemm_lds_mfma.ave")
     (k,) = report.kernels
-    assert {f.invariant: f.verdict for f in k.findings} == {
-        "ave/tag-assert": Verdict.VERIFIED,
-        "ave/mma-k-pairing": Verdict.VERIFIED,
-    }
+    assert {f.invariant for f in k.findings} == {"ave/tag-assert", "ave/mma-k-pairing", "ave/buffer-bounds"}
+    assert all(f.verdict == Verdict.VERIFIED for f in k.findings)
+    # one bounds obligation per shared/register access with coordinates (4 stores, 2 loads, a, b, acc)
+    assert sum(f.invariant == "ave/buffer-bounds" for f in k.findings) == 7
 
 
 def test_transposed_counterexample_is_specific_and_real(ave):
@@ -82,7 +82,7 @@ def test_transposed_text_output(ave):
 def test_structural_violation_explained():
     report = ave_decl.check(EXAMPLES / "untagged_operand.ave")
     (k,) = report.kernels
-    (f,) = k.findings
+    (f,) = [f for f in k.findings if f.invariant == "ave/tag-assert"]
     assert f.verdict == Verdict.VIOLATION and f.counterexample is None
     assert "no tagged source" in f.message and "Top" in f.message
     assert report.exit_code == 1
@@ -119,3 +119,17 @@ def test_bad_file_does_not_stop_others(tmp_path, ave):
     assert [k["kernel"] for k in data["kernels"]] == ["gemm_naive"]
     assert data["errors"][0]["kind"] == "front-end"
     assert r.code == 3
+
+
+def test_out_of_bounds_shared_read_is_reported():
+    text = (EXAMPLES / "gemm_lds_mfma.ave").read_text().replace(
+        "b[v] = Bs[ks + (lane // 32) * 4 + v,", "b[v] = Bs[ks + (lane // 32) * 4 + v + 1,")
+    report = ave_decl.check(text, path="oob.ave")
+    bounds = [f for f in report.kernels[0].findings
+              if f.invariant == "ave/buffer-bounds" and f.verdict == Verdict.VIOLATION]
+    assert len(bounds) == 1
+    c = bounds[0].counterexample
+    assert c is not None and c.rhs.coordinates == [64, 64]
+    row, _col = c.lhs.coordinates
+    assert row == 64 and c.iterations["ks"] == 56 and c.iterations["v"] == 3 and c.lane >= 32
+    assert bounds[0].location.line == 31
