@@ -132,4 +132,4 @@ def test_out_of_bounds_shared_read_is_reported():
     assert c is not None and c.rhs.coordinates == [64, 64]
     row, _col = c.lhs.coordinates
     assert row == 64 and c.iterations["ks"] == 56 and c.iterations["v"] == 3 and c.lane >= 32
-    assert bounds[0].location.line == 31
+    assert bounds[0].location.line == 30
