@@ -17,11 +17,22 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	@echo "== ave check examples/ (embedded engine) =="
-	-$(BIN)/ave check examples/*.ave
+	@echo "== ave check examples/*.ave (embedded engine) =="
+	@$(BIN)/ave check examples/*.ave; code=$$?; echo "(exit code $$code: 1 means violations were found, as expected here)"; test $$code -eq 1
 	@echo
-	@echo "== the counterexample as JSON (excerpt) =="
-	-$(BIN)/ave check --json examples/gemm_lds_mfma_transposed.ave | $(BIN)/python -c "import json,sys; r=json.load(sys.stdin); f=[f for k in r['kernels'] for f in k['findings'] if f['counterexample']][0]; c=f['counterexample']; print(json.dumps({'invariant': f['invariant'], 'location': f['location'], 'lane': c['lane'], 'value_index': c['value_index'], 'A': c['lhs']['tag'], 'B': c['rhs']['tag']}, indent=1))"
+	@echo "== the same counterexample as JSON (excerpt of ave check --json) =="
+	@$(BIN)/ave check --json examples/gemm_lds_mfma_transposed.ave | $(BIN)/python -c "$$DEMO_JSON" || true
+
+define DEMO_JSON
+import json, sys
+report = json.load(sys.stdin)
+finding = next(f for k in report["kernels"] for f in k["findings"] if f["counterexample"])
+c = finding["counterexample"]
+print(json.dumps({"invariant": finding["invariant"], "location": finding["location"], "block": c["block"],
+                  "thread": c["thread_linear"], "lane": c["lane"], "iterations": c["iterations"],
+                  "value_index": c["value_index"], "A_tag": c["lhs"]["tag"], "B_tag": c["rhs"]["tag"]}))
+endef
+export DEMO_JSON
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
