@@ -120,56 +120,6 @@ class ExprTable:
             return self.op("floordiv", x.args[0], self.const(self._const_of(x.args[1]) * c))
         return None
 
-    def render(self, eid: int) -> str:
-        """Readable infix text of a node (for reports and docs)."""
-        n = self.nodes[eid]
-        if n.op == "const":
-            return str(n.value)
-        if n.op == "sym":
-            return n.name
-        inv = {v: k for k, v in BINARY_OPS.items()}
-        if n.op in ("min", "max", "select"):
-            return f"{n.op}({', '.join(self.render(a) for a in n.args)})"
-        if len(n.args) == 2:
-            return f"({self.render(n.args[0])} {inv.get(n.op, n.op)} {self.render(n.args[1])})"
-        if len(n.args) == 1:
-            sym = {v: k for k, v in UNARY_OPS.items()}.get(n.op, n.op)
-            return f"{sym}{self.render(n.args[0])}" if sym != "not" else f"not {self.render(n.args[0])}"
-        return n.op
-
-    def symbols(self, eid: int) -> set[str]:
-        out: set[str] = set()
-        stack, seen = [eid], set()
-        while stack:
-            i = stack.pop()
-            if i in seen:
-                continue
-            seen.add(i)
-            n = self.nodes[i]
-            if n.op == "sym":
-                out.add(n.name)
-            stack.extend(n.args)
-        return out
-
-    def substitute(self, eid: int, mapping: dict[str, int]) -> int:
-        """Replace symbols by other nodes of the same table."""
-        memo: dict[int, int] = {}
-
-        def go(i: int) -> int:
-            if i in memo:
-                return memo[i]
-            n = self.nodes[i]
-            if n.op == "sym":
-                r = mapping.get(n.name, i)
-            elif n.op == "const":
-                r = i
-            else:
-                r = self.op(n.op, *[go(a) for a in n.args])
-            memo[i] = r
-            return r
-
-        return go(eid)
-
 
 def evaluate(table: ExprTable, eid: int, env: dict[str, int]) -> int:
     """Concrete value of a node (booleans as 0/1), Python floor semantics for // and %."""

@@ -4,12 +4,13 @@ from __future__ import annotations
 import ast as pyast
 from functools import lru_cache
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.indenter import PythonIndenter
 
 from . import ast as A
 from .errors import FrontEndError
+from .lark_spans import SpanTransformer
 from .resources import grammar_path
 from .source import SourceFile, Span
 
@@ -33,20 +34,8 @@ def _lark() -> Lark:
     )
 
 
-class _Build(Transformer):
+class _Build(SpanTransformer):
     """Tree -> AST. Every node gets a Span from Lark's meta."""
-
-    def __init__(self, path: str):
-        super().__init__()
-        self.path = path
-
-    def _span(self, meta) -> Span:
-        if getattr(meta, "empty", True):
-            return Span.unknown(self.path)
-        return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
-
-    def _tok_span(self, tok: Token) -> Span:
-        return Span(self.path, tok.line, tok.column, tok.end_line, tok.end_column)
 
     # -- top level
     @v_args(meta=True)
@@ -74,7 +63,7 @@ class _Build(Transformer):
     def decorator(self, meta, items):
         name, *args = items
         pos, kws = args[0] if args else ((), ())
-        return A.Call(A.Name(str(name), self._tok_span(name)), pos, kws, self._span(meta))
+        return A.Call(A.Name(str(name), self._tok(name)), pos, kws, self._span(meta))
 
     def params(self, items):
         return tuple(items)

@@ -6,10 +6,11 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
 from ..errors import RuleError
+from ..lark_spans import SpanTransformer
 from ..resources import grammar_path
 from ..source import Span
 from .program import (Atom, BinTerm, Constraint, Decl, Functor, Num, Program, Rule, RuleFileMeta, Sym, UnTerm,
@@ -26,18 +27,7 @@ def _lark() -> Lark:
                 maybe_placeholders=False)
 
 
-class _Build(Transformer):
-    def __init__(self, path: str):
-        super().__init__()
-        self.path = path
-
-    def _span(self, meta) -> Span:
-        if getattr(meta, "empty", True):
-            return Span.unknown(self.path)
-        return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
-
-    def _tok(self, tok: Token) -> Span:
-        return Span(self.path, tok.line, tok.column, tok.end_line, tok.end_column)
+class _Build(SpanTransformer):
 
     def _unsupported(self, what: str, span: Span):
         raise RuleError(f"{what} is outside the portable Soufflé profile (see docs/engines.md)", span)
