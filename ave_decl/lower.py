@@ -633,6 +633,10 @@ class KernelLowering:
                 raise self.err("reset_tags() applies to shared or local buffers", e.args[0])
             sid = self._node("reset", s.span)
             self.facts.add("reset_tags", sid, buf.id)
+            # every element now holds "no tag" (Bottom): a whole-buffer write of an untagged value,
+            # which also ends the provenance of everything stored before
+            aid = self._access(buf, "write_all", (), self.t.sym("slot"))
+            self.facts.add("store_value", aid, self._value("const"))
         elif name in BUILTINS:
             raise self.err(f"{name}(...) computes a value; assign it to a name", e)
         else:

@@ -58,13 +58,17 @@ def _trip_count(enc: Encoder, header: int) -> int | None:
     return max(0, -(-(hi.value - lo.value) // step.value))
 
 
-def _covers(enc: Encoder, base, acc, space: str, size_eid: int, free_loops: list[int], fixed_loops: list[int]) -> bool:
+def _covers(enc: Encoder, base, acc, space: str, size_eid: int, free_loops: list[int],
+            fixed_loops: list[int]) -> bool:
     size_node = enc.nodes[size_eid]
     if size_node.op != "const":
         return False
-    count = 1 if space == "local" else enc.block_size()
+    # a whole-buffer write (instruction result, reset_tags) writes each slot once per execution,
+    # whichever threads execute it; element stores are one element per thread
+    uniform = space == "local" or acc.kind == "write_all"
+    count = 1 if uniform else enc.block_size()
     if acc.kind == "write_all":
-        count *= size_node.value  # one slot per element
+        count *= size_node.value
     for h in free_loops:
         trip = _trip_count(enc, h)
         if trip is None:
@@ -75,7 +79,7 @@ def _covers(enc: Encoder, base, acc, space: str, size_eid: int, free_loops: list
     first = enc.new_instance(acc.stmt, "c", with_guards=False)
     shared_loops = {h: first.env[f"loop:{h}"] for h in fixed_loops}
     second = enc.new_instance(acc.stmt, "d", share_block=first, loops=shared_loops, with_guards=False,
-                              share_thread=first if space == "local" else None)
+                              share_thread=first if uniform else None)
     addr1 = enc.int_term(acc.addr, first.env)
     addr2 = enc.int_term(acc.addr, second.env)
     ctx = base + first.constraints + second.constraints
@@ -84,7 +88,7 @@ def _covers(enc: Encoder, base, acc, space: str, size_eid: int, free_loops: list
     if not in_range:
         return False
     differ = [first.env[f"loop:{h}"] != second.env[f"loop:{h}"] for h in free_loops]
-    if space != "local":
+    if not uniform:
         differ += [first.env[f"tid:{d}"] != second.env[f"tid:{d}"] for d in range(len(enc.block_dims()))]
     if acc.kind == "write_all":
         differ.append(first.env["slot"] != second.env["slot"])
