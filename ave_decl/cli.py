@@ -44,19 +44,21 @@ def main() -> None:
               help="Datalog engine: embedded (clingo, pip-installed) or souffle (subprocess).")
 @click.option("--timeout", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
               help="Per-query solver timeout in seconds; a timeout is UNKNOWN, never VERIFIED.")
+@click.option("--engine-timeout", type=click.FloatRange(min=0.001), default=None,
+              help="Wall-clock limit in seconds for the Datalog fixpoint; past it every kernel is UNKNOWN.")
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(exists=True),
               help="Extra directory of .dl invariant rules (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/json-schema.md).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
-def check(files: tuple[str, ...], engine: str, timeout: float, rules_dirs: tuple[str, ...], as_json: bool,
-          verbose: bool) -> None:
+def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: float | None,
+          rules_dirs: tuple[str, ...], as_json: bool, verbose: bool) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
     from .render_text import render
 
     started = time.perf_counter()
     sources, errors = read_sources(list(files))
-    report = run(sources, Options(engine, timeout, rules_dirs), errors)
+    report = run(sources, Options(engine, timeout, rules_dirs, engine_timeout), errors)
     for k in report.kernels:
         k.timings_ms["total"] = (time.perf_counter() - started) * 1000
     if as_json:

@@ -10,8 +10,9 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .datalog.clingo_engine import ClingoEngine
+from .datalog.engines import ENGINES, make_engine
 from .datalog.ruleset import load_rules, rule_metadata
+from .datalog.souffle_engine import EngineTimeout
 from .errors import AveError, ExitCode, UsageError
 from .facts import KernelFacts, merge
 from .lower import lower_module
@@ -22,14 +23,13 @@ from .solve import KernelSolver
 from .source import SourceFile
 from .view import KernelView
 
-ENGINES = ("embedded", "souffle")
-
 
 @dataclass
 class Options:
     engine: str = "embedded"
     timeout_s: float = 10.0
     rules_dirs: tuple[str, ...] = ()
+    engine_timeout_s: float | None = None
 
 
 @dataclass
@@ -87,11 +87,9 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
     report.errors.extend(read_errors or [])
     if opts.engine not in ENGINES:
         raise UsageError(f"unknown engine '{opts.engine}' (choose from {', '.join(ENGINES)})")
-    if opts.engine == "souffle":
-        raise UsageError("--engine souffle is not available yet (it arrives with the engines issue); "
-                         "use --engine embedded")
     try:
         prog = load_rules(opts.rules_dirs)
+        engine = make_engine(opts.engine, prog)
     except AveError as exc:
         report.errors.append(error_report(exc, None, str(exc.span.path) if exc.span else "<rules>"))
         return report
@@ -101,7 +99,12 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
         return report
     t0 = time.perf_counter()
     try:
-        derived = ClingoEngine(prog).run(merge(fe.kernels))
+        derived = engine.run(merge(fe.kernels), timeout=opts.engine_timeout_s)
+    except EngineTimeout as exc:
+        for kf in fe.kernels:
+            report.kernels.append(KernelReport(kf.name, kf.source.path, Verdict.UNKNOWN, [], 0, {}))
+        report.errors.append(error_report(exc, None, "<engine>"))
+        return report
     except AveError as exc:
         report.errors.append(error_report(exc, None, "<rules>"))
         return report

@@ -75,7 +75,9 @@ def test_disjunction_expands(tmp_path):
     (".decl a(x:number)\n.decl b(x:number)\na(x) :- b(x), !a(x).\n", "unable to stratify", 3),
     (".decl a(x:float)\n", "portable profile", 1),
     (".decl a(x:number)\na(3000000000).\n", "does not fit in 32 bits", 2),
-    (".decl a(x:number)\n.decl b(x:number)\na(c) :- b(x), c = count : b(_).\n", "aggregate", 3),
+    (".decl a(x:number)\n.decl b(x:number)\na(c) :- b(x), c = mean y : b(y).\n", "mean", 3),
+    (".decl a(x:number)\n.decl b(x:number)\na(c) :- c = count : { a(_) }.\n", "unable to stratify", 3),
+    (".decl a(x:number)\n.decl b(x:number)\na(c) :- b(c), c = sum x : { b(x), y > 0 }.\n", "not grounded", 3),
     (".decl a(x:number)\n.decl b(x:symbol)\na(x) :- b(x).\n", "used as both", 3),
     (".decl a(x:number)\n.limitsize a(n=3)\n", "directive", 2),
     (".decl a(x:number)\na(x) :- a(x)\n", "syntax error", 2),
@@ -118,3 +120,91 @@ def test_user_invariant_without_python(tmp_path, ave):
 def test_rules_lint_command(ave):
     r = ave("rules", "lint")
     assert r.code == 0 and r.out.startswith("ok:")
+
+
+AGG_FACTS = {"a": [("p", 5), ("q", 5), ("r", 7)], "k": [("p",), ("z",)]}
+
+
+def test_aggregates_per_tuple_semantics(tmp_path):
+    # ../shared/reference/datalog-engines.md §1.4: Soufflé sums per body tuple (17, not 12),
+    # counts with `_`, gives 0 for an empty count/sum and no tuple for an empty min.
+    out = run_dl(tmp_path, """
+        .decl a(k:symbol, x:number)
+        .decl k(s:symbol)
+        .decl total(s:number)
+        .decl fives(c:number)
+        .decl per(s:symbol, c:number, t:number)
+        .decl smallest(s:symbol, m:number)
+        .decl biggest(m:number)
+        total(s) :- s = sum x : a(_, x).
+        fives(c) :- c = count : a(_, 5).
+        per(s, c, t) :- k(s), c = count : { a(s, _) }, t = sum x : { a(s, x) }.
+        smallest(s, m) :- k(s), m = min x : { a(s, x) }.
+        biggest(m) :- m = max x : { a(_, x) }.
+        .output total, fives, per, smallest, biggest
+    """, AGG_FACTS)
+    assert out["total"] == [(17,)]
+    assert out["fives"] == [(2,)]
+    assert out["per"] == [("p", 1, 5), ("z", 0, 0)]
+    assert out["smallest"] == [("p", 5)]  # "z" has no a-tuple: min does not fire
+    assert out["biggest"] == [(7,)]
+
+
+def test_aggregate_in_comparison(tmp_path):
+    out = run_dl(tmp_path, """
+        .decl a(k:symbol, x:number)
+        .decl k(s:symbol)
+        .decl busy(s:symbol)
+        busy(s) :- k(s), count : { a(s, _) } >= 1.
+        .output busy
+    """, AGG_FACTS)
+    assert out["busy"] == [("p",)]
+
+
+def test_division_by_zero_is_an_error(tmp_path):
+    with pytest.raises(RuleError) as info:
+        run_dl(tmp_path, """
+            .decl n(x:number)
+            .decl q(x:number)
+            q(10 / x) :- n(x).
+            .output q
+        """, {"n": [(2,), (0,)]})
+    assert "division by zero" in info.value.message and info.value.span.line == 4
+    ok = run_dl(tmp_path, ".decl n(x:number)\n.decl q(x:number)\nq(10 / x) :- n(x).\n.output q\n", {"n": [(2,)]})
+    assert ok["q"] == [(5,)]
+
+
+def test_eqrel_expansion(tmp_path):
+    # Same 13 pairs as Soufflé for (1,2),(2,3),(5,6) (reference sheet §1.5).
+    out = run_dl(tmp_path, """
+        .decl e(a:number, b:number)
+        .decl eq(a:number, b:number) eqrel
+        eq(x, y) :- e(x, y).
+        .output eq
+    """, {"e": [(1, 2), (2, 3), (5, 6)]})
+    assert len(out["eq"]) == 13 and (3, 1) in out["eq"] and (6, 5) in out["eq"] and (5, 5) in out["eq"]
+
+
+def test_string_functors(tmp_path):
+    out = run_dl(tmp_path, """
+        .decl s(x:symbol)
+        .decl r(a:symbol, b:number, c:symbol, d:symbol, e:number)
+        r(cat(x, "!"), strlen(x), substr(x, 1, 3), substr(x, 9, 1), to_number("0x10")) :- s(x), contains("ll", x).
+        .output r
+    """, {"s": [("hello",), ("héllo",), ("abc",)]})
+    assert out["r"] == [("hello!", 5, "ell", "", 16), ("héllo!", 6, "él", "", 16)]  # byte-based, like Soufflé
+
+
+def test_to_number_error(tmp_path):
+    with pytest.raises(RuleError):
+        run_dl(tmp_path, ".decl r(x:number)\nr(to_number(\"abc\")).\n.output r\n")
+
+
+def test_engine_timeout_in_worker(tmp_path):
+    f = tmp_path / "slow.dl"
+    f.write_text(".decl n(x:number)\nn(0).\nn(x + 1) :- n(x), x < 3000000.\n.output n\n")
+    prog = load_program([f])
+    lint(prog)
+    from ave_decl.datalog.souffle_engine import EngineTimeout
+    with pytest.raises(EngineTimeout):
+        ClingoEngine(prog).run({}, timeout=0.3)

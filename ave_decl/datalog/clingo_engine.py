@@ -11,7 +11,8 @@ from __future__ import annotations
 import clingo
 
 from ..errors import RuleError
-from .program import Atom, BinTerm, Constraint, Functor, Num, Program, Rule, Sym, Term, UnTerm, Var, Wild
+from .lint import aggregates_in, inner_vars, literal_terms
+from .program import Aggregate, Atom, BinTerm, Constraint, Functor, Num, Program, Rule, Sym, Term, UnTerm, Var, Wild
 
 _BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "\\", "^": "**", "band": "&", "bor": "?", "bxor": "^"}
 _CALL_BINOPS = {"bshl", "bshr", "bshru", "land", "lor", "lxor"}
@@ -68,6 +69,21 @@ class _Functors:
     def contains(self, a, b):
         return clingo.Number(int(a.string in b.string))
 
+    def substr(self, s, i, n):
+        data, start, length = s.string.encode("utf-8"), i.number, n.number
+        if start < 0 or start > len(data) or length < 0:
+            return clingo.String("")  # Soufflé warns and yields "" for an out-of-range index
+        return clingo.String(data[start:start + length].decode("utf-8", errors="replace"))
+
+    def to_number(self, s):
+        text = s.string.strip()
+        try:
+            value = int(text, 16) if text.lower().startswith(("0x", "-0x")) else (
+                int(text, 2) if text.lower().startswith(("0b", "-0b")) else int(text, 10))
+        except ValueError:
+            raise RuleError(f"wrong string provided by to_number({s.string!r}) functor", None) from None
+        return clingo.Number(_wrap32(value))
+
 
 def pred(name: str) -> str:
     return "r_" + name.replace(".", "__").replace("?", "_q")
@@ -82,6 +98,8 @@ def _string(s: str) -> str:
 
 
 def _term(t: Term) -> str:
+    if isinstance(t, Aggregate):
+        raise RuleError("internal: an aggregate reached term translation", None)
     if isinstance(t, Var):
         return _var(t.name)
     if isinstance(t, Wild):
@@ -117,19 +135,162 @@ def _literal(lit) -> str:
     return f"{_term(lit.left)}{lit.op}{_term(lit.right)}"
 
 
+class _Fresh:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, prefix: str) -> str:
+        self.n += 1
+        return f"V__{prefix}{self.n}"
+
+
+def _rename_wild(t: Term, fresh: _Fresh, names: list[str]) -> Term:
+    if isinstance(t, Wild):
+        name = fresh("w")
+        names.append(name)
+        return Var(name[2:])  # _var() adds the V_ prefix back
+    if isinstance(t, BinTerm):
+        return BinTerm(t.op, _rename_wild(t.left, fresh, names), _rename_wild(t.right, fresh, names))
+    if isinstance(t, UnTerm):
+        return UnTerm(t.op, _rename_wild(t.operand, fresh, names))
+    if isinstance(t, Functor):
+        return Functor(t.name, tuple(_rename_wild(a, fresh, names) for a in t.args))
+    return t
+
+
+def _aggregate(agg: Aggregate, result: str, outside: set[str], fresh: _Fresh) -> list[str]:
+    """Soufflé counts/sums per body tuple: every local variable goes into the gringo tuple."""
+    wild: list[str] = []
+    body = []
+    for lit in agg.body:
+        if isinstance(lit, Atom):
+            body.append(Atom(lit.name, tuple(_rename_wild(a, fresh, wild) for a in lit.args), lit.span, lit.negated))
+        else:
+            body.append(lit)
+    local = sorted(inner_vars(agg) - outside)
+    tuple_terms = [_var(v) for v in local] + [_var(w[2:]) for w in wild]
+    cond = ", ".join(_literal(lit) for lit in body)
+    if agg.kind == "count":
+        elems = ",".join(tuple_terms) or "0"
+    else:
+        elems = ",".join([_term(agg.target)] + tuple_terms)  # type: ignore[arg-type]
+    out = [f"{result} = #{agg.kind}{{ {elems} : {cond} }}"]
+    if agg.kind == "min":
+        out.append(f"{result} != #sup")  # Soufflé: an empty min does not fire the rule
+    if agg.kind == "max":
+        out.append(f"{result} != #inf")
+    return out
+
+
+def _replace_aggregates(t: Term, found: list[tuple[Aggregate, str]], fresh: _Fresh) -> Term:
+    if isinstance(t, Aggregate):
+        name = fresh("agg")
+        found.append((t, _var(name[2:])))
+        return Var(name[2:])
+    if isinstance(t, BinTerm):
+        return BinTerm(t.op, _replace_aggregates(t.left, found, fresh), _replace_aggregates(t.right, found, fresh))
+    if isinstance(t, UnTerm):
+        return UnTerm(t.op, _replace_aggregates(t.operand, found, fresh))
+    if isinstance(t, Functor):
+        return Functor(t.name, tuple(_replace_aggregates(a, found, fresh) for a in t.args))
+    return t
+
+
+def _outer_vars(rule: Rule) -> set[str]:
+    from .lint import _var_names
+
+    out: set[str] = set()
+    for lit in rule.heads + rule.body:
+        for t in literal_terms(lit):
+            _var_names(t, out)
+    return out
+
+
+def _divisors(t: Term, out: list[Term]) -> list[Term]:
+    if isinstance(t, BinTerm):
+        if t.op in ("/", "%") and not (isinstance(t.right, Num) and t.right.value != 0):
+            out.append(t.right)
+        _divisors(t.left, out)
+        _divisors(t.right, out)
+    elif isinstance(t, UnTerm):
+        _divisors(t.operand, out)
+    elif isinstance(t, Functor):
+        for a in t.args:
+            _divisors(a, out)
+    return out
+
+
+def _body(rule: Rule, fresh: _Fresh) -> list[str]:
+    outside = _outer_vars(rule)
+    parts: list[str] = []
+    for lit in rule.body:
+        if isinstance(lit, Constraint) and lit.op == "=" and isinstance(lit.right, Aggregate) and isinstance(
+                lit.left, Var):
+            parts += _aggregate(lit.right, _var(lit.left.name), outside, fresh)
+            continue
+        if isinstance(lit, Constraint) and any(aggregates_in(x) for x in (lit.left, lit.right)):
+            found: list[tuple[Aggregate, str]] = []
+            left = _replace_aggregates(lit.left, found, fresh)
+            right = _replace_aggregates(lit.right, found, fresh)
+            for agg, name in found:
+                parts += _aggregate(agg, name, outside, fresh)
+            parts.append(_literal(Constraint(lit.op, left, right, lit.span)))
+            continue
+        parts.append(_literal(lit))
+    return parts
+
+
+DIV0 = "ave__div0"
+
+
+def _div0_guards(index: int, rule: Rule) -> list[str]:
+    """Soufflé aborts a run that divides by zero; gringo drops the instance. A guard atom per
+    division site turns that into the same error (raised after solving)."""
+    out = []
+    terms = [t for lit in rule.heads + rule.body for t in literal_terms(lit)]
+    divisors = [d for t in terms for d in _divisors(t, [])]
+    if not divisors:
+        return out
+    safe = [lit for lit in rule.body if not any(_divisors(t, []) or aggregates_in(t) for t in literal_terms(lit))]
+    from .lint import _var_names
+
+    bound = {a.name for lit in safe if isinstance(lit, Atom) and not lit.negated for a in lit.args
+             if isinstance(a, Var)}
+    safe = [lit for lit in safe if isinstance(lit, Atom) and not lit.negated or
+            set().union(*[_var_names(t, set()) for t in literal_terms(lit)]) <= bound]
+    for d in divisors:
+        if _var_names(d, set()) <= bound:
+            body = ", ".join([_literal(lit) for lit in safe] + [f"{_term(d)} = 0"])
+            out.append(f"{DIV0}({index}) :- {body}.")
+    return out
+
+
+def _eqrel(name: str) -> list[str]:
+    p = pred(name)
+    return [f"{p}(X,X) :- {p}(X,_).", f"{p}(X,X) :- {p}(_,X).", f"{p}(Y,X) :- {p}(X,Y).",
+            f"{p}(X,Z) :- {p}(X,Y), {p}(Y,Z)."]
+
+
 def translate(prog: Program) -> tuple[str, list[tuple[int, Rule]]]:
-    """gringo text for the rules, and which output line came from which rule (for error mapping)."""
-    lines: list[str] = []
+    """gringo text for the rules, and which rule each division guard belongs to (for error mapping)."""
+    lines: list[str] = [f"#defined {DIV0}/1."]
     origin: list[tuple[int, Rule]] = []
+    fresh = _Fresh()
     for decl in sorted(prog.decls.values(), key=lambda d: d.name):
         lines.append(f"#defined {pred(decl.name)}/{decl.arity}.")
+        if decl.eqrel:
+            lines += _eqrel(decl.name)
     for rule in prog.rules:
-        body = ", ".join(_literal(lit) for lit in rule.body)
+        body = ", ".join(_body(rule, fresh))
         for head in rule.heads:
-            origin.append((len(lines) + 1, rule))
             lines.append(f"{_atom(head)} :- {body}." if body else f"{_atom(head)}.")
+        guards = _div0_guards(len(origin), rule)
+        if guards:
+            origin.append((len(origin), rule))
+            lines += guards
     for name in sorted(prog.outputs):
         lines.append(f"#show {pred(name)}/{prog.decls[name].arity}.")
+    lines.append(f"#show {DIV0}/1.")
     return "\n".join(lines) + "\n", origin
 
 
@@ -170,7 +331,11 @@ class ClingoEngine:
         self.rules_text, self.origin = translate(prog)
         self._reverse = {pred(n): n for n in prog.decls}
 
-    def run(self, facts: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+    def run(self, facts: dict[str, list[tuple]], timeout: float | None = None) -> dict[str, list[tuple]]:
+        if timeout is not None:
+            from .engines import run_in_worker
+
+            return run_in_worker(self, facts, timeout)
         messages: list[str] = []
         ctl = clingo.Control(["--warn=none", "--models=0"], logger=lambda code, msg: messages.append(msg),
                              message_limit=20)
@@ -188,6 +353,9 @@ class ClingoEngine:
             raise RuleError(f"the rules gave {len(models)} models; a stratified program has exactly one", None)
         out: dict[str, list[tuple]] = {name: [] for name in self.prog.outputs}
         for sym in models[0]:
+            if sym.name == DIV0:
+                rule = self.origin[sym.arguments[0].number][1]
+                raise RuleError("division by zero in a rule (Soufflé aborts the run here too)", rule.span)
             name = self._reverse.get(sym.name)
             if name in out:
                 out[name].append(tuple(_decode(a) for a in sym.arguments))

@@ -4,7 +4,7 @@ answer differently, so they are errors here (exit code 4), with the `.dl` file:l
 from __future__ import annotations
 
 from ..errors import RuleError
-from .program import Atom, BinTerm, Constraint, Functor, Num, Program, Rule, Sym, Term, UnTerm, Var, Wild
+from .program import Aggregate, Atom, BinTerm, Constraint, Functor, Num, Program, Rule, Sym, Term, UnTerm, Var, Wild
 
 PRIMITIVES = {"number", "symbol"}
 _SYMBOL_FUNCTORS = {"cat", "substr", "to_string"}
@@ -25,18 +25,85 @@ def lint(prog: Program) -> None:
     _check_strata(prog)
 
 
-def _var_names(t: Term, out: set[str]) -> set[str]:
+def aggregates_in(t: Term) -> list[Aggregate]:
+    if isinstance(t, Aggregate):
+        return [t]
+    if isinstance(t, BinTerm):
+        return aggregates_in(t.left) + aggregates_in(t.right)
+    if isinstance(t, UnTerm):
+        return aggregates_in(t.operand)
+    if isinstance(t, Functor):
+        return [a for x in t.args for a in aggregates_in(x)]
+    return []
+
+
+def literal_terms(lit) -> tuple[Term, ...]:
+    return lit.args if isinstance(lit, Atom) else (lit.left, lit.right)
+
+
+def inner_vars(agg: Aggregate) -> set[str]:
+    out: set[str] = set()
+    if agg.target is not None:
+        _var_names(agg.target, out, inside=True)
+    for lit in agg.body:
+        for t in literal_terms(lit):
+            _var_names(t, out, inside=True)
+    return out
+
+
+def _var_names(t: Term, out: set[str], inside: bool = False) -> set[str]:
+    """Variables of a term; an aggregate's own variables only when `inside` (they are local to it)."""
+    if isinstance(t, Aggregate):
+        if inside:
+            out |= inner_vars(t)
+        return out
     if isinstance(t, Var):
         out.add(t.name)
     elif isinstance(t, BinTerm):
-        _var_names(t.left, out)
-        _var_names(t.right, out)
+        _var_names(t.left, out, inside)
+        _var_names(t.right, out, inside)
     elif isinstance(t, UnTerm):
-        _var_names(t.operand, out)
+        _var_names(t.operand, out, inside)
     elif isinstance(t, Functor):
         for a in t.args:
-            _var_names(a, out)
+            _var_names(a, out, inside)
     return out
+
+
+def _check_aggregates(prog: Program, rule: Rule, outside: set[str]) -> None:
+    """Aggregates: not in heads, not nested, each with its own grounded body."""
+    for head in rule.heads:
+        for arg in head.args:
+            if aggregates_in(arg):
+                raise RuleError("an aggregate in a rule head is outside the portable profile", head.span)
+    for lit in rule.body:
+        for t in literal_terms(lit):
+            for agg in aggregates_in(t):
+                where = lit.span
+                for inner in agg.body:
+                    if any(aggregates_in(x) for x in literal_terms(inner)) or (
+                            agg.target is not None and aggregates_in(agg.target)):
+                        raise RuleError("nested aggregates are outside the portable profile", where)
+                    if isinstance(inner, Atom):
+                        _check_atom(prog, inner, {})
+                bound = set(outside)
+                for inner in agg.body:
+                    if isinstance(inner, Atom) and not inner.negated:
+                        bound |= {a.name for a in inner.args if isinstance(a, Var)}
+                needed = inner_vars(agg)
+                free = needed - bound
+                if free:
+                    raise RuleError(f"variable {sorted(free)[0]} is not grounded inside the aggregate", where)
+
+
+def _check_atom(prog: Program, atom: Atom, types: dict[str, str]) -> None:
+    decl = prog.decls.get(atom.name)
+    if decl is None:
+        raise RuleError(f"relation {atom.name} is not declared", atom.span)
+    if len(atom.args) != decl.arity:
+        raise RuleError(f"relation {atom.name} has {decl.arity} attributes, used with {len(atom.args)}", atom.span)
+    for arg, (attr, typ) in zip(atom.args, decl.attrs):
+        _type_term(arg, prog.primitive(typ), types, atom)
 
 
 def _check_rule(prog: Program, rule: Rule) -> None:
@@ -72,6 +139,7 @@ def _check_rule(prog: Program, rule: Rule) -> None:
                     if isinstance(a, Var) and a.name not in bound and _var_names(b, set()) <= bound:
                         bound.add(a.name)
                         changed = True
+    _check_aggregates(prog, rule, bound)
     for lit in rule.body:
         needed = set()
         if isinstance(lit, Atom) and lit.negated:
@@ -104,7 +172,7 @@ def _type_term(t: Term, want: str, types: dict[str, str], where) -> None:
 
 
 def _infer(t: Term, types: dict[str, str]) -> str | None:
-    if isinstance(t, Num) or isinstance(t, (BinTerm, UnTerm)):
+    if isinstance(t, (Num, BinTerm, UnTerm, Aggregate)):
         return "number"
     if isinstance(t, Sym):
         return "symbol"
@@ -123,6 +191,11 @@ def _check_strata(prog: Program) -> None:
             for lit in rule.body:
                 if isinstance(lit, Atom):
                     edges.setdefault(head.name, set()).add((lit.name, lit.negated, lit.span))
+                for t in literal_terms(lit):
+                    for agg in aggregates_in(t):  # an aggregate needs its body complete: like negation
+                        for inner in agg.body:
+                            if isinstance(inner, Atom):
+                                edges.setdefault(head.name, set()).add((inner.name, True, lit.span))
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -13,8 +13,8 @@ from ..errors import RuleError
 from ..lark_spans import SpanTransformer
 from ..resources import grammar_path
 from ..source import Span
-from .program import (Atom, BinTerm, Constraint, Decl, Functor, Num, Program, Rule, RuleFileMeta, Sym, UnTerm,
-                      Var, Wild)
+from .program import (Aggregate, Atom, BinTerm, Constraint, Decl, Functor, Num, Program, Rule, RuleFileMeta, Sym,
+                      UnTerm, Var, Wild)
 
 _META = re.compile(r"^\s*//\s*@(\w[\w-]*)\s+(.*?)\s*$")
 _INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$')
@@ -51,7 +51,10 @@ class _Build(SpanTransformer):
             if isinstance(q, Token) and str(q) not in ("inline", "btree", "brie", "magic", "no_magic", "no_inline",
                                                        "eqrel"):
                 self._unsupported(f"relation qualifier '{q}'", self._tok(q))
-        return ("decl", Decl(str(name), attrs, self._tok(name)))
+        eqrel = any(isinstance(q, Token) and str(q) == "eqrel" for q in items[1:])
+        if eqrel and (len(attrs) != 2 or attrs[0][1] != attrs[1][1]):
+            raise RuleError("an eqrel relation needs two attributes of one type", self._tok(name))
+        return ("decl", Decl(str(name), attrs, self._tok(name), eqrel))
 
     def attr(self, items):
         return (str(items[0]), str(items[1]))
@@ -167,14 +170,37 @@ class _Build(SpanTransformer):
     def variable(self, items):
         return Var(str(items[0]))
 
+    def functor_literal(self, items):
+        name, *args = items
+        if str(name) != "contains":
+            self._unsupported(f"functor '{name}' as a literal", self._tok(name))
+        return Constraint("=", Functor("contains", tuple(args)), Num(1), self._tok(name))
+
     def functor(self, items):
         name, *args = items
-        if str(name) not in ("min", "max", "cat", "strlen", "substr", "to_number", "to_string", "contains"):
+        if str(name) not in ("min", "max", "cat", "strlen", "substr", "to_number", "to_string"):
             self._unsupported(f"functor '{name}'", self._tok(name))
         return Functor(str(name), tuple(args))
 
     def aggregate(self, items):
-        self._unsupported(f"aggregate '{items[0]}' (arrives with the engines issue)", self._tok(items[0]))
+        kind_tok, (target, body) = items
+        kind = str(kind_tok)
+        if kind == "mean":
+            self._unsupported("aggregate 'mean' (a float)", self._tok(kind_tok))
+        if kind == "count" and target is not None:
+            raise RuleError("count takes no target expression", self._tok(kind_tok))
+        if kind != "count" and target is None:
+            raise RuleError(f"{kind} needs a target expression: {kind} x : {{...}}", self._tok(kind_tok))
+        return Aggregate(kind, target, body)
+
+    def aggregate_body(self, items):
+        target = items[0] if len(items) == 2 else None
+        inner = items[-1]
+        if isinstance(inner, Atom):
+            return target, (inner,)
+        if len(inner) != 1:
+            raise RuleError("a disjunction inside an aggregate is outside the portable profile", None)
+        return target, tuple(inner[0])
 
     def cast(self, items):
         return items[0]

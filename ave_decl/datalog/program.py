@@ -46,7 +46,16 @@ class Functor:
     args: tuple["Term", ...]
 
 
-Term = Union[Var, Wild, Num, Sym, BinTerm, UnTerm, Functor]
+@dataclass(frozen=True)
+class Aggregate:
+    """`count : {body}`, `sum e : {body}`, `min e : atom`, `max e : ...` (one conjunction)."""
+
+    kind: str  # count | sum | min | max
+    target: "Term | None"
+    body: tuple["Literal", ...]
+
+
+Term = Union[Var, Wild, Num, Sym, BinTerm, UnTerm, Functor, Aggregate]
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,7 @@ class Decl:
     name: str
     attrs: tuple[tuple[str, str], ...]  # (attribute, type)
     span: Span = field(compare=False)
+    eqrel: bool = False
 
     @property
     def arity(self) -> int:

@@ -1,0 +1,153 @@
+"""The Soufflé engine: the same linted `.dl` files, run by a `souffle` binary as a subprocess.
+
+Operational rules from ../shared/reference/datalog-engines.md §2: no shell; a 32-bit build is
+required (checked from `--version`); every input relation is written as a `.facts` file, empty
+ones too; the output directory exists before the run; `--wno=all` (not `-w`, which also hides
+missing fact files); Soufflé's errors (`Error: … in file F at line N`, exit 1; 134 on
+preprocessor failures) are mapped back to the user's `.dl` file and line; temporary files are
+removed on every path, timeout included.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import AveError, ExitCode, RuleError
+from ..source import Span
+from .program import Program
+
+_ERROR = re.compile(r"^(Error|Warning): (?P<msg>.*?) in file (?P<file>.+?) at line (?P<line>\d+)\s*$")
+_RUNTIME = re.compile(r"in file (?P<file>.+?) \[(?P<line>\d+):(?P<col>\d+)-\d+:\d+\]")
+_INCLUDE_ERR = re.compile(r"^(?P<file>.+?):(?P<line>\d+): error: (?P<msg>.*)$")
+
+
+class EngineUnavailable(AveError):
+    exit_code = ExitCode.USAGE
+    kind = "usage"
+
+
+class EngineTimeout(AveError):
+    exit_code = ExitCode.INCONCLUSIVE
+    kind = "timeout"
+
+
+def find_souffle() -> str | None:
+    """`AVE_SOUFFLE` if set, else `souffle` on PATH."""
+    explicit = os.environ.get("AVE_SOUFFLE")
+    if explicit:
+        return explicit if Path(explicit).is_file() and os.access(explicit, os.X_OK) else None
+    return shutil.which("souffle")
+
+
+@lru_cache(maxsize=4)
+def _version(binary: str) -> str:
+    try:
+        proc = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineUnavailable(f"cannot run {binary} --version: {exc}") from None
+    return proc.stdout + proc.stderr
+
+
+def check_binary(binary: str) -> None:
+    text = _version(binary)
+    m = re.search(r"Word size:\s*(\d+)", text)
+    if not m:
+        raise EngineUnavailable(f"{binary} does not look like Soufflé (no 'Word size' in --version)")
+    if m.group(1) != "32":
+        raise EngineUnavailable(f"{binary} is a {m.group(1)}-bit Soufflé build; the portable profile needs 32-bit "
+                                f"numbers (the default build, SOUFFLE_DOMAIN_64BIT=OFF)")
+
+
+def _write_facts(path: Path, rows: list[tuple]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            cells = []
+            for v in row:
+                text = str(int(v)) if isinstance(v, (bool, int)) else str(v)
+                if "\t" in text or "\n" in text:
+                    raise RuleError(f"a symbol with a tab or newline cannot be passed to Soufflé: {text!r}", None)
+                cells.append(text)
+            fh.write("\t".join(cells) + "\n")
+
+
+class SouffleEngine:
+    """Runs a linted Program with `souffle` (interpreter); returns every output relation as sorted rows."""
+
+    name = "souffle"
+
+    def __init__(self, prog: Program, binary: str | None = None, jobs: int = 1):
+        found = binary or find_souffle()
+        if not found:
+            raise EngineUnavailable("souffle was not found (install it on PATH or set AVE_SOUFFLE); "
+                                    "use --engine embedded")
+        check_binary(found)
+        self.binary = found
+        self.prog = prog
+        self.jobs = jobs
+
+    def run(self, facts: dict[str, list[tuple]], timeout: float | None = None) -> dict[str, list[tuple]]:
+        with tempfile.TemporaryDirectory(prefix="ave-souffle-") as tmp:
+            root = Path(tmp)
+            in_dir, out_dir = root / "facts", root / "out"
+            in_dir.mkdir()
+            out_dir.mkdir()
+            main = root / "main.dl"
+            main.write_text("".join(f'#include "{Path(m.path).resolve()}"\n' for m in self.prog.files))
+            for rel in self.prog.inputs:
+                _write_facts(in_dir / f"{rel}.facts", facts.get(rel, []))
+            cmd = [self.binary, "-F", str(in_dir), "-D", str(out_dir), "--wno=all", f"-j{self.jobs}", str(main)]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root)
+            except subprocess.TimeoutExpired:
+                raise EngineTimeout(f"souffle did not finish within {timeout} s") from None
+            if proc.returncode != 0:
+                raise self._error(proc.returncode, proc.stderr + proc.stdout, main)
+            return {rel: self._read(out_dir / f"{rel}.csv", rel) for rel in sorted(self.prog.outputs)}
+
+    def _read(self, path: Path, rel: str) -> list[tuple]:
+        types = [self.prog.primitive(t) for _, t in self.prog.decls[rel].attrs]
+        rows = []
+        if not path.exists():
+            raise RuleError(f"souffle wrote no output for {rel}", None)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not types:
+                rows.append(())
+                continue
+            cells = line.split("\t")
+            rows.append(tuple(int(c) if t == "number" else c for c, t in zip(cells, types)))
+        rows.sort()
+        return rows
+
+    def _error(self, code: int, text: str, main: Path) -> RuleError:
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            m = _ERROR.match(line)
+            if m and m.group(1) == "Error":
+                col = 1
+                if i + 2 < len(lines) and "^" in lines[i + 2]:
+                    col = lines[i + 2].index("^") + 1
+                return RuleError(f"souffle: {m.group('msg')}", self._span(m.group("file"), int(m.group("line")), col,
+                                                                         main))
+            m = _INCLUDE_ERR.match(line)
+            if m:
+                return RuleError(f"souffle preprocessor: {m.group('msg')}",
+                                 self._span(m.group("file"), int(m.group("line")), 1, main))
+        rt = _RUNTIME.search(text)
+        if rt:
+            first = lines[0] if lines else "runtime error"
+            return RuleError(f"souffle runtime error: {first}",
+                             self._span(rt.group("file"), int(rt.group("line")), int(rt.group("col")), main))
+        summary = next((ln for ln in lines if ln.strip()), f"exit code {code}")
+        what = "was killed (out of memory?)" if code in (137, -9) else f"failed with exit code {code}"
+        return RuleError(f"souffle {what}: {summary}", None)
+
+    @staticmethod
+    def _span(file: str, line: int, col: int, main: Path) -> Span | None:
+        if Path(file).name == main.name:
+            return None  # our generated include list, not a user file
+        return Span(file, line, col, line, col + 1)
