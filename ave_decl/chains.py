@@ -54,7 +54,7 @@ def eval_map(text: str, lane: z3.ArithRef, v: z3.ArithRef) -> z3.ArithRef:
 
     def go(e: A.Expr) -> z3.ArithRef:
         if isinstance(e, A.Int):
-            return z3.IntVal(e.value)
+            return z3.IntVal(e.value, lane.ctx)
         if isinstance(e, A.Name):
             return {"lane": lane, "v": v}[e.id]
         if isinstance(e, A.BinOp):
@@ -136,7 +136,7 @@ class Expander:
             if h in reader_loops and (carrier == 0 or h in outer):
                 given[h] = reader.env[f"loop:{h}"]
             elif h == carrier:
-                distance = z3.Int(self.enc.fresh(f"dist_{sa}_{h}_"))
+                distance = self.enc.int_var(self.enc.fresh(f"dist_{sa}_{h}_"))
                 step = self.enc.nodes[self.view.loops[h].step].value
                 given[h] = reader.env[f"loop:{h}"] - distance * step
                 cons += [distance >= 1] + ([distance == 1] if dist1 else [])
@@ -154,7 +154,7 @@ class Expander:
         group = self.enc.linear_thread(site) / g
         inst = self.enc.new_instance(stmt, role, share_block=site, loops={
             h: site.env[f"loop:{h}"] for h in self.view.enclosing_loops(stmt)}, with_guards=False)
-        lane, slot = z3.Int(self.enc.fresh(f"{role}.lane")), inst.env["slot"]
+        lane, slot = self.enc.int_var(self.enc.fresh(f"{role}.lane")), inst.env["slot"]
         self.enc.set_linear_thread(inst, group * g + lane)
         spec = getattr(instr, role)
         inst.constraints = [lane >= 0, lane < g, slot >= 0, slot < spec.values]

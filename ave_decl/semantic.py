@@ -21,9 +21,8 @@ from .view import KernelView
 _QUERY_MS = 2000
 
 
-def _unsat(constraints: list[z3.BoolRef]) -> bool:
-    s = z3.Solver()
-    s.set("timeout", _QUERY_MS)
+def _unsat(enc: Encoder, constraints: list[z3.BoolRef]) -> bool:
+    s = enc.solver(_QUERY_MS)
     s.add(*constraints)
     return s.check() == z3.unsat
 
@@ -35,7 +34,7 @@ def add_semantic_facts(kf: KernelFacts) -> None:
     for h in view.loops:
         inst = enc.new_instance(h, "h")
         info = view.loops[h]
-        if not _unsat(base + inst.constraints + [enc.int_term(info.lo, inst.env) >= enc.int_term(info.hi, inst.env)]):
+        if not _unsat(enc, base + inst.constraints + [enc.int_term(info.lo, inst.env) >= enc.int_term(info.hi, inst.env)]):
             kf.add("may_be_empty", h)
     for a, acc in view.accesses.items():
         if acc.kind not in ("store", "write_all"):
@@ -83,7 +82,7 @@ def _covers(enc: Encoder, base, acc, space: str, size_eid: int, free_loops: list
     addr1 = enc.int_term(acc.addr, first.env)
     addr2 = enc.int_term(acc.addr, second.env)
     ctx = base + first.constraints + second.constraints
-    in_range = _unsat(base + first.constraints + _slot_range(acc, first, size_node.value)
+    in_range = _unsat(enc, base + first.constraints + _slot_range(acc, first, size_node.value)
                       + [z3.Or(addr1 < 0, addr1 >= size_node.value)])
     if not in_range:
         return False
@@ -94,7 +93,7 @@ def _covers(enc: Encoder, base, acc, space: str, size_eid: int, free_loops: list
         differ.append(first.env["slot"] != second.env["slot"])
     if not differ:
         return True
-    return _unsat(ctx + _slot_range(acc, first, size_node.value) + _slot_range(acc, second, size_node.value)
+    return _unsat(enc, ctx + _slot_range(acc, first, size_node.value) + _slot_range(acc, second, size_node.value)
                   + [z3.Or(*differ), addr1 == addr2])
 
 

@@ -37,8 +37,25 @@ class Encoder:
     def __init__(self, view: KernelView):
         self.view = view
         self.nodes = view.kf.table.nodes
+        # A Z3 context per kernel: models (and so counterexamples) do not depend on which other
+        # kernels were checked before in the same process.
+        self.ctx = z3.Context()
         self.sizes: dict[str, z3.ArithRef] = {}
         self._counter = itertools.count()
+
+    def int_var(self, name: str) -> z3.ArithRef:
+        return z3.Int(name, self.ctx)
+
+    def int_val(self, value: int) -> z3.ArithRef:
+        return z3.IntVal(value, self.ctx)
+
+    def bool_val(self, value: bool) -> z3.BoolRef:
+        return z3.BoolVal(value, self.ctx)
+
+    def solver(self, timeout_ms: int) -> z3.Solver:
+        s = z3.Solver(ctx=self.ctx)
+        s.set("timeout", timeout_ms)
+        return s
 
     def fresh(self, prefix: str) -> str:
         """A variable-name prefix unique within this kernel (deterministic from run to run)."""
@@ -47,7 +64,7 @@ class Encoder:
     # ------------------------------------------------------------ terms
     def size(self, name: str) -> z3.ArithRef:
         if name not in self.sizes:
-            self.sizes[name] = z3.Int(name.split(":", 1)[1])
+            self.sizes[name] = z3.Int(name.split(":", 1)[1], self.ctx)
         return self.sizes[name]
 
     def term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ExprRef:
@@ -65,7 +82,7 @@ class Encoder:
             return memo[eid]
         n = self.nodes[eid]
         if n.op == "const":
-            r: z3.ExprRef = z3.IntVal(n.value)
+            r: z3.ExprRef = z3.IntVal(n.value, self.ctx)
         elif n.op == "sym":
             if n.name.startswith("size:"):
                 r = self.size(n.name)
@@ -107,18 +124,18 @@ class Encoder:
             if share_block is not None:
                 inst.env[f"bid:{d}"] = share_block.env[f"bid:{d}"]
             elif self.nodes[grid].op == "const" and self.nodes[grid].value == 1:
-                inst.env[f"bid:{d}"] = z3.IntVal(0)
+                inst.env[f"bid:{d}"] = self.int_val(0)
             else:
-                b = z3.Int(f"{tag}.bid{d}")
+                b = self.int_var(f"{tag}.bid{d}")
                 inst.env[f"bid:{d}"] = b
                 inst.constraints += [b >= 0, b < self.int_term(grid, {})]
         for d, extent in enumerate(self.block_dims()):
             if share_thread is not None:
                 inst.env[f"tid:{d}"] = share_thread.env[f"tid:{d}"]
             elif extent == 1:
-                inst.env[f"tid:{d}"] = z3.IntVal(0)
+                inst.env[f"tid:{d}"] = self.int_val(0)
             else:
-                t = z3.Int(f"{tag}.tid{d}")
+                t = self.int_var(f"{tag}.tid{d}")
                 inst.env[f"tid:{d}"] = t
                 inst.constraints += [t >= 0, t < extent]
         given = loops or {}
@@ -127,10 +144,10 @@ class Encoder:
             if h in given:
                 inst.env[f"loop:{h}"] = given[h]
                 continue
-            x = z3.Int(f"{tag}.{info.var}")
+            x = self.int_var(f"{tag}.{info.var}")
             inst.env[f"loop:{h}"] = x
             inst.constraints += self.loop_range(h, x, inst.env)
-        inst.env["slot"] = z3.Int(f"{tag}.slot")
+        inst.env["slot"] = self.int_var(f"{tag}.slot")
         if with_guards:
             for cond, pol in self.view.all_guards(stmt):
                 c = self.bool_term(cond, inst.env)
@@ -148,7 +165,7 @@ class Encoder:
 
     def linear_thread(self, inst: Instance) -> z3.ArithRef:
         dims = self.block_dims()
-        total: z3.ArithRef = z3.IntVal(0)
+        total: z3.ArithRef = self.int_val(0)
         for d in reversed(range(len(dims))):
             total = total * dims[d] + inst.env[f"tid:{d}"]
         return total
@@ -157,12 +174,12 @@ class Encoder:
         """Replace an instance's thread ids by the decomposition of a linear id."""
         rest = linear
         for d, extent in enumerate(self.block_dims()):
-            inst.env[f"tid:{d}"] = rest % extent if extent > 1 else z3.IntVal(0)
+            inst.env[f"tid:{d}"] = rest % extent if extent > 1 else self.int_val(0)
             rest = rest / extent
 
 
 def as_int(x: z3.ExprRef) -> z3.ArithRef:
-    return z3.If(x, z3.IntVal(1), z3.IntVal(0)) if z3.is_bool(x) else x
+    return z3.If(x, z3.IntVal(1, x.ctx), z3.IntVal(0, x.ctx)) if z3.is_bool(x) else x
 
 
 def as_bool(x: z3.ExprRef) -> z3.BoolRef:

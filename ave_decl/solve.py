@@ -82,8 +82,7 @@ class KernelSolver:
                 unknown_reasons.append(reason)
                 continue
             count += 1
-            solver = z3.Solver()
-            solver.set("timeout", self.timeout_ms)
+            solver = self.enc.solver(self.timeout_ms)
             solver.add(*self.base, *q.constraints, q.violated)
             result = solver.check()
             if result == z3.sat:
@@ -119,11 +118,11 @@ class KernelSolver:
 
     def _negated_relation(self, relation: str, lt, rt, rel_eid: int | None, inst: Instance) -> z3.BoolRef:
         if lt is None or rt is None:
-            return z3.BoolVal(True)  # an untagged (Top) value reaches the use on this path
+            return self.enc.bool_val(True)  # an untagged (Top) value reaches the use on this path
         if relation == "eq":
             if len(lt) != len(rt):
-                return z3.BoolVal(True)
-            return z3.Or(*[a != b for a, b in zip(lt, rt)]) if lt else z3.BoolVal(False)
+                return self.enc.bool_val(True)
+            return z3.Or(*[a != b for a, b in zip(lt, rt)]) if lt else self.enc.bool_val(False)
         assert rel_eid is not None
         env = dict(inst.env)
         for prefix, tag in (("lhs", lt), ("rhs", rt)):
@@ -133,7 +132,7 @@ class KernelSolver:
         try:
             return z3.Not(as_bool(self.enc.term(rel_eid, env)))
         except KeyError:
-            return z3.BoolVal(True)  # the relation names a component the tag does not have
+            return self.enc.bool_val(True)  # the relation names a component the tag does not have
 
     def _in_bounds(self, site: int, aid: int) -> list[Query]:
         acc = self.view.accesses[aid]
@@ -159,7 +158,7 @@ class KernelSolver:
         for left in self.expander.value(va, a_inst):
             for right in self.expander.value(vb, b_inst):
                 if left.tag is None or right.tag is None:
-                    violated = z3.BoolVal(True)
+                    violated = self.enc.bool_val(True)
                 else:
                     ka = left.tag[-1]
                     kb = right.tag[-2] if len(right.tag) >= 2 else right.tag[0]

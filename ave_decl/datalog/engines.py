@@ -7,6 +7,7 @@ Soufflé is a subprocess already and takes the timeout itself.
 from __future__ import annotations
 
 import multiprocessing as mp
+import re
 from typing import Protocol
 
 from ..errors import AveError, RuleError
@@ -65,3 +66,24 @@ def run_in_worker(engine: ClingoEngine, facts: dict[str, list[tuple]], timeout: 
     if status == "error":
         raise payload
     raise RuleError(f"the embedded engine failed: {payload}", None)
+
+
+# Error classes shared by both engines' messages, so a differential test can compare failures.
+_CLASSES = [
+    ("syntax", r"syntax error"),
+    ("undeclared", r"is not declared|Undefined relation"),
+    ("arity", r"attributes, used with|Mismatching arity"),
+    ("groundedness", r"not grounded|Ungrounded variable|ungrounded"),
+    ("stratification", r"unable to stratify|Unable to stratify"),
+    ("type", r"used as both|value where .* expects|Unable to deduce type|type mismatch|Type mismatch"),
+    ("runtime", r"division by zero|Floating-point arithmetic exception|wrong string provided|runtime error"),
+    ("profile", r"outside the portable|does not fit in 32 bits|only #include"),
+]
+
+
+def error_class(exc: AveError) -> str:
+    """A coarse, engine-independent class for a rule error ("other" when none matches)."""
+    for name, pattern in _CLASSES:
+        if re.search(pattern, exc.message):
+            return name
+    return "other"

@@ -109,14 +109,7 @@ def _check_atom(prog: Program, atom: Atom, types: dict[str, str]) -> None:
 def _check_rule(prog: Program, rule: Rule) -> None:
     types: dict[str, str] = {}
     for atom in rule.heads + tuple(lit for lit in rule.body if isinstance(lit, Atom)):
-        decl = prog.decls.get(atom.name)
-        if decl is None:
-            raise RuleError(f"relation {atom.name} is not declared", atom.span)
-        if len(atom.args) != decl.arity:
-            raise RuleError(f"relation {atom.name} has {decl.arity} attributes, used with {len(atom.args)}", atom.span)
-        for arg, (attr, typ) in zip(atom.args, decl.attrs):
-            want = prog.primitive(typ)
-            _type_term(arg, want, types, atom)
+        _check_atom(prog, atom, types)
     for head in rule.heads:
         if head.name in prog.inputs and rule.body:
             raise RuleError(f"input relation {head.name} cannot be derived by a rule", head.span)
