@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 from ave_decl.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/engines is importable as `engines`
 EXAMPLES = ROOT / "examples"
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -30,3 +32,10 @@ def ave():
         return Result(r.exit_code, r.stdout, r.stderr)
 
     return run
+
+
+def pytest_report_header(config):
+    from ave_decl.datalog.souffle_engine import find_souffle
+
+    found = find_souffle()
+    return f"engine differential tests compare against: {'live souffle at ' + found if found else 'golden outputs'}"

@@ -206,20 +206,6 @@ def _outer_vars(rule: Rule) -> set[str]:
     return out
 
 
-def _divisors(t: Term, out: list[Term]) -> list[Term]:
-    if isinstance(t, BinTerm):
-        if t.op in ("/", "%") and not (isinstance(t.right, Num) and t.right.value != 0):
-            out.append(t.right)
-        _divisors(t.left, out)
-        _divisors(t.right, out)
-    elif isinstance(t, UnTerm):
-        _divisors(t.operand, out)
-    elif isinstance(t, Functor):
-        for a in t.args:
-            _divisors(a, out)
-    return out
-
-
 def _body(rule: Rule, fresh: _Fresh) -> list[str]:
     outside = _outer_vars(rule)
     parts: list[str] = []
@@ -240,41 +226,15 @@ def _body(rule: Rule, fresh: _Fresh) -> list[str]:
     return parts
 
 
-DIV0 = "ave__div0"
-
-
-def _div0_guards(index: int, rule: Rule) -> list[str]:
-    """Soufflé aborts a run that divides by zero; gringo drops the instance. A guard atom per
-    division site turns that into the same error (raised after solving)."""
-    out = []
-    terms = [t for lit in rule.heads + rule.body for t in literal_terms(lit)]
-    divisors = [d for t in terms for d in _divisors(t, [])]
-    if not divisors:
-        return out
-    safe = [lit for lit in rule.body if not any(_divisors(t, []) or aggregates_in(t) for t in literal_terms(lit))]
-    from .lint import _var_names
-
-    bound = {a.name for lit in safe if isinstance(lit, Atom) and not lit.negated for a in lit.args
-             if isinstance(a, Var)}
-    safe = [lit for lit in safe if isinstance(lit, Atom) and not lit.negated or
-            set().union(*[_var_names(t, set()) for t in literal_terms(lit)]) <= bound]
-    for d in divisors:
-        if _var_names(d, set()) <= bound:
-            body = ", ".join([_literal(lit) for lit in safe] + [f"{_term(d)} = 0"])
-            out.append(f"{DIV0}({index}) :- {body}.")
-    return out
-
-
 def _eqrel(name: str) -> list[str]:
     p = pred(name)
     return [f"{p}(X,X) :- {p}(X,_).", f"{p}(X,X) :- {p}(_,X).", f"{p}(Y,X) :- {p}(X,Y).",
             f"{p}(X,Z) :- {p}(X,Y), {p}(Y,Z)."]
 
 
-def translate(prog: Program) -> tuple[str, list[tuple[int, Rule]]]:
-    """gringo text for the rules, and which rule each division guard belongs to (for error mapping)."""
-    lines: list[str] = [f"#defined {DIV0}/1."]
-    origin: list[tuple[int, Rule]] = []
+def translate(prog: Program) -> str:
+    """gringo text for the rules."""
+    lines: list[str] = []
     fresh = _Fresh()
     for decl in sorted(prog.decls.values(), key=lambda d: d.name):
         lines.append(f"#defined {pred(decl.name)}/{decl.arity}.")
@@ -284,14 +244,9 @@ def translate(prog: Program) -> tuple[str, list[tuple[int, Rule]]]:
         body = ", ".join(_body(rule, fresh))
         for head in rule.heads:
             lines.append(f"{_atom(head)} :- {body}." if body else f"{_atom(head)}.")
-        guards = _div0_guards(len(origin), rule)
-        if guards:
-            origin.append((len(origin), rule))
-            lines += guards
     for name in sorted(prog.outputs):
         lines.append(f"#show {pred(name)}/{prog.decls[name].arity}.")
-    lines.append(f"#show {DIV0}/1.")
-    return "\n".join(lines) + "\n", origin
+    return "\n".join(lines) + "\n"
 
 
 def _fact_value(v) -> str:
@@ -328,7 +283,7 @@ class ClingoEngine:
 
     def __init__(self, prog: Program):
         self.prog = prog
-        self.rules_text, self.origin = translate(prog)
+        self.rules_text = translate(prog)
         self._reverse = {pred(n): n for n in prog.decls}
 
     def run(self, facts: dict[str, list[tuple]], timeout: float | None = None) -> dict[str, list[tuple]]:
@@ -353,9 +308,6 @@ class ClingoEngine:
             raise RuleError(f"the rules gave {len(models)} models; a stratified program has exactly one", None)
         out: dict[str, list[tuple]] = {name: [] for name in self.prog.outputs}
         for sym in models[0]:
-            if sym.name == DIV0:
-                rule = self.origin[sym.arguments[0].number][1]
-                raise RuleError("division by zero in a rule (Soufflé aborts the run here too)", rule.span)
             name = self._reverse.get(sym.name)
             if name in out:
                 out[name].append(tuple(_decode(a) for a in sym.arguments))

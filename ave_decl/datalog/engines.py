@@ -75,9 +75,9 @@ _CLASSES = [
     ("arity", r"attributes, used with|Mismatching arity"),
     ("groundedness", r"not grounded|Ungrounded variable|ungrounded"),
     ("stratification", r"unable to stratify|Unable to stratify"),
-    ("type", r"used as both|value where .* expects|Unable to deduce type|type mismatch|Type mismatch"),
-    ("runtime", r"division by zero|Floating-point arithmetic exception|wrong string provided|runtime error"),
-    ("profile", r"outside the portable|does not fit in 32 bits|only #include"),
+    ("type", r"used as both|value where .* expects|[Uu]nable to deduce type|type mismatch|Type mismatch|subtype"),
+    ("runtime", r"Floating-point arithmetic exception|wrong string provided|runtime error"),
+    ("profile", r"outside the portable|does not fit in 32 bits|only #include|by zero$"),
 ]
 
 

@@ -70,6 +70,32 @@ def _var_names(t: Term, out: set[str], inside: bool = False) -> set[str]:
     return out
 
 
+def _check_divisions(t: Term, span) -> None:
+    """Soufflé evaluates a division before the constraints that would guard it (measured: a
+    `d != 0` guard in the same body does not prevent the abort), so the portable profile only
+    divides by non-zero constants."""
+    if isinstance(t, BinTerm):
+        if t.op in ("/", "%"):
+            if not isinstance(t.right, Num):
+                raise RuleError(f"'{t.op}' by a non-constant divisor is outside the portable profile: Soufflé may "
+                                f"evaluate it before any guard and abort on zero", span)
+            if t.right.value == 0:
+                raise RuleError(f"'{t.op}' by zero", span)
+        _check_divisions(t.left, span)
+        _check_divisions(t.right, span)
+    elif isinstance(t, UnTerm):
+        _check_divisions(t.operand, span)
+    elif isinstance(t, Functor):
+        for a in t.args:
+            _check_divisions(a, span)
+    elif isinstance(t, Aggregate):
+        if t.target is not None:
+            _check_divisions(t.target, span)
+        for lit in t.body:
+            for x in literal_terms(lit):
+                _check_divisions(x, span)
+
+
 def _check_aggregates(prog: Program, rule: Rule, outside: set[str]) -> None:
     """Aggregates: not in heads, not nested, each with its own grounded body."""
     for head in rule.heads:
@@ -108,8 +134,12 @@ def _check_atom(prog: Program, atom: Atom, types: dict[str, str]) -> None:
 
 def _check_rule(prog: Program, rule: Rule) -> None:
     types: dict[str, str] = {}
+    for lit in rule.heads + rule.body:
+        for t in literal_terms(lit):
+            _check_divisions(t, lit.span)
     for atom in rule.heads + tuple(lit for lit in rule.body if isinstance(lit, Atom)):
         _check_atom(prog, atom, types)
+    _check_subtypes(prog, rule)
     for head in rule.heads:
         if head.name in prog.inputs and rule.body:
             raise RuleError(f"input relation {head.name} cannot be derived by a rule", head.span)
@@ -152,6 +182,33 @@ def _check_rule(prog: Program, rule: Rule) -> None:
         free = set().union(*[_var_names(a, set()) for a in head.args]) - bound if head.args else set()
         if free:
             raise RuleError(f"head variable {sorted(free)[0]} is not grounded", head.span)
+
+
+def _check_subtypes(prog: Program, rule: Rule) -> None:
+    """Soufflé's subtype rules, as measured on Soufflé 2.5: a variable's type is the meet of the
+    attribute types of its positive body positions (empty: "unable to deduce"); a variable in a
+    head must have a type that is a subtype of the head attribute's; negations are not checked."""
+    deduced: dict[str, frozenset[str]] = {}
+    for lit in rule.body:
+        if isinstance(lit, Atom) and not lit.negated:
+            for arg, (_attr, typ) in zip(lit.args, prog.decls[lit.name].attrs):
+                if isinstance(arg, Var):
+                    t = prog.leaves(typ)
+                    meet = prog.meet(deduced[arg.name], t) if arg.name in deduced else t
+                    if not meet:
+                        raise RuleError(f"unable to deduce type for variable {arg.name}: it is used as "
+                                        f"{_show(deduced[arg.name])} and as {_show(t)}", lit.span)
+                    deduced[arg.name] = meet
+    for head in rule.heads:
+        for arg, (_attr, typ) in zip(head.args, prog.decls[head.name].attrs):
+            if isinstance(arg, Var) and arg.name in deduced and not prog.is_subtype(deduced[arg.name],
+                                                                                     prog.leaves(typ)):
+                raise RuleError(f"variable {arg.name} has type {_show(deduced[arg.name])}, not a subtype of "
+                                f"{head.name}'s attribute type {typ}", head.span)
+
+
+def _show(t: frozenset[str]) -> str:
+    return " | ".join(sorted(t))
 
 
 def _type_term(t: Term, want: str, types: dict[str, str], where) -> None:

@@ -322,7 +322,8 @@ def _add(prog: Program, item, path: Path) -> None:
         prims = {prog.primitive(t) for t in item[2]}
         if len(prims) != 1:
             raise RuleError(f"union type {item[1]} mixes primitive types {sorted(prims)}", item[3])
-        prog.types[item[1]] = item[2][0]
+        prog.unions[item[1]] = tuple(item[2])
+        prog.types[item[1]] = prims.pop()
     elif kind == "io":
         target = prog.inputs if item[1] == ".input" else prog.outputs
         for name, _span in item[2]:

@@ -111,7 +111,8 @@ class RuleFileMeta:
 @dataclass
 class Program:
     decls: dict[str, Decl] = field(default_factory=dict)
-    types: dict[str, str] = field(default_factory=dict)  # user type -> primitive
+    types: dict[str, str] = field(default_factory=dict)  # user type -> parent (a subtype's supertype)
+    unions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # union type -> its members
     rules: list[Rule] = field(default_factory=list)
     inputs: set[str] = field(default_factory=set)
     outputs: set[str] = field(default_factory=set)
@@ -123,3 +124,33 @@ class Program:
             seen.add(type_name)
             type_name = self.types[type_name]
         return type_name
+
+    def leaves(self, type_name: str) -> frozenset[str]:
+        """A type as the set of nominal types it is the union of."""
+        if type_name in self.unions:
+            return frozenset(x for m in self.unions[type_name] for x in self.leaves(m))
+        return frozenset([type_name])
+
+    def is_descendant(self, a: str, b: str) -> bool:
+        seen = set()
+        while a not in seen:
+            if a == b:
+                return True
+            seen.add(a)
+            if a not in self.types:
+                return False
+            a = self.types[a]
+        return False
+
+    def is_subtype(self, a: frozenset[str], b: frozenset[str]) -> bool:
+        return all(any(self.is_descendant(x, y) for y in b) for x in a)
+
+    def meet(self, a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
+        out = set()
+        for x in a:
+            for y in b:
+                if self.is_descendant(x, y):
+                    out.add(x)
+                elif self.is_descendant(y, x):
+                    out.add(y)
+        return frozenset(out)

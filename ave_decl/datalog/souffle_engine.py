@@ -114,7 +114,8 @@ class SouffleEngine:
         rows = []
         if not path.exists():
             raise RuleError(f"souffle wrote no output for {rel}", None)
-        for line in path.read_text(encoding="utf-8").splitlines():
+        # Soufflé writes symbols as raw bytes (substr can split a UTF-8 sequence): keep them lossless
+        for line in path.read_text(encoding="utf-8", errors="surrogateescape").splitlines():
             if not types:
                 rows.append(())
                 continue
@@ -125,6 +126,11 @@ class SouffleEngine:
 
     def _error(self, code: int, text: str, main: Path) -> RuleError:
         lines = text.splitlines()
+        strat = re.search(r"has cyclic negation in file (?P<file>.+?) at line (?P<line>\d+)", text)
+        if "Unable to stratify" in text and strat:  # point at the negation, as the linter does
+            first = next(ln for ln in lines if "Unable to stratify" in ln)
+            return RuleError(f"souffle: {first.removeprefix('Error: ')}",
+                             self._span(strat.group("file"), int(strat.group("line")), 1, main))
         for i, line in enumerate(lines):
             m = _ERROR.match(line)
             if m and m.group(1) == "Error":

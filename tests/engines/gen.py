@@ -112,7 +112,8 @@ def _rule(c: Chooser, head: str, types: tuple[str, ...], level: int, idb) -> str
     if nums and c.boolean(0.4):
         a, b = c.choice(nums), c.choice(nums)
         op = c.choice(["<", "<=", "!=", "=", ">"])
-        rhs = c.choice([b, f"{b} + {c.integer(-2, 2)}", f"{b} * 2", f"{b} % 3", f"{b} / 2", f"{b} band 3"])
+        rhs = c.choice([b, f"{b} + {c.integer(-2, 2)}", f"{b} * 2", f"{b} % 3", f"{b} / 2", f"{b} band 3",
+                        f"{b} / -3", f"{b} % -2", f"{b} bshl 2", f"-{b}", f"{b} bshr 1", f"{b} ^ 2"])
         body.append(f"{a} {op} {rhs}")
     if c.boolean(0.3):
         rel, ts = c.choice(list(lower.items()))

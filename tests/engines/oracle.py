@@ -54,7 +54,10 @@ def souffle_outcome(text: str, facts: dict[str, list[tuple]], jobs: int = 1):
         path.write_text(text)
         try:
             prog = load_program([path])
-        except RuleError:
+            lint(prog)
+        except RuleError as exc:
+            if error_class(exc) == "profile":  # outside the profile: rejected before any engine runs
+                return ("error", "profile", exc.span.line if exc.span else None)
             prog = None
         if prog is not None:
             try:

@@ -35,7 +35,8 @@ def main() -> None:
     if not binary:
         raise SystemExit("souffle not found: put a 32-bit build on PATH or set AVE_SOUFFLE")
     GOLDEN.mkdir(exist_ok=True)
-    version = _version(binary).strip().replace("\n", "; ")
+    version = "; ".join(ln.strip() for ln in _version(binary).splitlines() if ln.startswith(("Version", "Word size")))
+    version = "Soufflé 2.5 (" + version + ")"
     corpus = {}
     for dl in sorted(CORPUS.glob("*.dl")):
         corpus[dl.stem] = to_json_outcome(both(dl.read_text(), case_facts(dl)))
@@ -59,8 +60,22 @@ def main() -> None:
     print(f"golden outputs written to {GOLDEN} ({len(corpus)} corpus cases, {len(cases)} random programs)")
 
 
+def _dump(obj, depth: int = 0) -> str:
+    """JSON with one line per row: lists of scalars stay on one line (readable diffs)."""
+    pad = " " * (depth + 1)
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        items = [f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {_dump(v, depth + 1)}"
+                 for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))]
+        return "{\n" + ",\n".join(items) + "\n" + " " * depth + "}"
+    if isinstance(obj, list) and obj and any(isinstance(x, (list, dict)) for x in obj):
+        return "[\n" + ",\n".join(pad + _dump(x, depth + 1) for x in obj) + "\n" + " " * depth + "]"
+    return json.dumps(obj, ensure_ascii=False)
+
+
 def _write(name: str, data) -> None:
-    (GOLDEN / name).write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    (GOLDEN / name).write_text(_dump(data) + "\n")
 
 
 if __name__ == "__main__":
