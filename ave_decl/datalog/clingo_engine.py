@@ -75,13 +75,18 @@ class _Functors:
             return clingo.String("")  # Soufflé warns and yields "" for an out-of-range index
         return clingo.String(data[start:start + length].decode("utf-8", errors="replace"))
 
-    def to_number(self, s):
+    def __init__(self, rules: list[Rule] | None = None):
+        self.rules = rules or []
+
+    def to_number(self, s, rule_index=None):
         text = s.string.strip()
         try:
             value = int(text, 16) if text.lower().startswith(("0x", "-0x")) else (
                 int(text, 2) if text.lower().startswith(("0b", "-0b")) else int(text, 10))
         except ValueError:
-            raise RuleError(f"wrong string provided by to_number({s.string!r}) functor", None) from None
+            span = self.rules[rule_index.number].span if rule_index is not None and self.rules else None
+            raise RuleError(f"wrong string provided by to_number({s.string!r}) functor (runtime error)", span) \
+                from None
         return clingo.Number(_wrap32(value))
 
 
@@ -95,6 +100,9 @@ def _var(name: str) -> str:
 
 def _string(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+_RULE_INDEX = [0]  # the rule being translated (set by translate())
 
 
 def _term(t: Term) -> str:
@@ -119,7 +127,10 @@ def _term(t: Term) -> str:
             return f"(~{_term(t.operand)})"
         return f"@lnot({_term(t.operand)})"
     if isinstance(t, Functor):
-        return f"@{t.name}({','.join(_term(a) for a in t.args)})"
+        args = [_term(a) for a in t.args]
+        if t.name == "to_number":  # can fail at run time: pass the rule's index for the error location
+            args.append(str(_RULE_INDEX[0]))
+        return f"@{t.name}({','.join(args)})"
     raise RuleError(f"term {t!r} is not supported by the embedded engine", None)
 
 
@@ -240,7 +251,8 @@ def translate(prog: Program) -> str:
         lines.append(f"#defined {pred(decl.name)}/{decl.arity}.")
         if decl.eqrel:
             lines += _eqrel(decl.name)
-    for rule in prog.rules:
+    for index, rule in enumerate(prog.rules):
+        _RULE_INDEX[0] = index
         body = ", ".join(_body(rule, fresh))
         for head in rule.heads:
             lines.append(f"{_atom(head)} :- {body}." if body else f"{_atom(head)}.")
@@ -297,8 +309,14 @@ class ClingoEngine:
         try:
             ctl.add("base", [], facts_text(facts))
             ctl.add("base", [], self.rules_text)
-            ctl.ground([("base", [])], context=_Functors())
+            ctl.ground([("base", [])], context=_Functors(self.prog.rules))
+        except RuleError as exc:  # a functor failed at run time (Soufflé aborts the run too)
+            # clingo re-raises a callback's exception as type(exc)(exc): unwrap the original
+            raise (exc.message if isinstance(exc.message, RuleError) else exc) from None
         except RuntimeError as exc:
+            inner = exc.args[0] if exc.args and isinstance(exc.args[0], RuleError) else None
+            if inner is not None:
+                raise inner from None
             raise RuleError(self._map_error(messages, exc), None) from None
         models: list[list[clingo.Symbol]] = []
         with ctl.solve(yield_=True) as handle:

@@ -162,7 +162,11 @@ class _Build(SpanTransformer):
 
     def string(self, items):
         raw = str(items[0])[1:-1]
-        return Sym(raw.encode("utf-8").decode("unicode_escape").encode("latin-1").decode("utf-8"))
+        value = raw.encode("utf-8").decode("unicode_escape").encode("latin-1").decode("utf-8")
+        if "\t" in value or "\n" in value:
+            self._unsupported("a symbol with a tab or newline (facts and outputs are tab-separated lines)",
+                              self._tok(items[0]))
+        return Sym(value)
 
     def wildcard(self, items):
         return Wild()
