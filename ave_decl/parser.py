@@ -242,7 +242,12 @@ class _Build(SpanTransformer):
 
     @v_args(meta=True)
     def int_lit(self, meta, items):
-        return A.Int(int(str(items[0]).replace("_", ""), 0), self._span(meta))
+        text = str(items[0])
+        try:
+            return A.Int(int(text.replace("_", ""), 0), self._span(meta))
+        except ValueError:
+            raise FrontEndError(f"invalid integer literal '{text}' (as in Python, no leading zeros)",
+                                self._span(meta)) from None
 
     @v_args(meta=True)
     def float_lit(self, meta, items):

@@ -39,3 +39,17 @@ def pytest_report_header(config):
 
     found = find_souffle()
     return f"engine differential tests compare against: {'live souffle at ' + found if found else 'golden outputs'}"
+
+
+def _hypothesis_profiles() -> None:
+    """`make test` is deterministic (derandomized, bounded); `--hypothesis-profile=long` explores."""
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("default", derandomize=True, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("long", max_examples=2000, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("default")
+
+
+_hypothesis_profiles()

@@ -118,3 +118,28 @@ def test_mutated_examples_never_crash(path, data):
         assert exc.span is None or exc.span.line >= 0
     except UnicodeDecodeError:
         pass
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(EXAMPLES.glob("*.ave"))), st.lists(st.tuples(st.integers(0, 10**6),
+       st.sampled_from(list(b"()[]:,=+-*/%#\n 0123456789abcxyz.")), st.sampled_from(["flip", "delete", "insert"])),
+       min_size=1, max_size=3))
+def test_mutated_examples_full_check_has_no_internal_error(path, edits):
+    """The whole pipeline on mutated kernels: a verdict or a clean error, never an internal error."""
+    import ave_decl
+
+    raw = bytearray(path.read_bytes())
+    for pos, byte, op in edits:
+        pos %= len(raw)
+        if op == "flip":
+            raw[pos] = byte
+        elif op == "delete":
+            del raw[pos]
+        else:
+            raw.insert(pos, byte)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    report = ave_decl.check(text, path="mutated.ave", timeout=2)
+    assert not [e for e in report.errors if e.kind == "internal"], [e.message for e in report.errors]
