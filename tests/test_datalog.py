@@ -204,3 +204,19 @@ def test_engine_timeout_in_worker(tmp_path):
     from ave_decl.datalog.souffle_engine import EngineTimeout
     with pytest.raises(EngineTimeout):
         ClingoEngine(prog).run({}, timeout=0.3)
+
+
+@pytest.mark.parametrize("engine", ["embedded", "souffle"])
+@pytest.mark.parametrize("text, line", [
+    (".decl q(x:float)\n", 1),
+    (".decl q(x:number)\n.decl r(x:number)\nq(x) :- r(y), x = y / y.\n", 3),
+    (".decl q(x:number)\nq($).\n", 2),
+    (".decl q(x:number)\n.output nothere\n", 2),
+    (".type P = [a:weird]\n.decl q(x:P)\n", 1),
+])
+def test_outside_profile_rejected_before_any_engine(tmp_path, ave, engine, text, line):
+    """Exit 4 with file:line:col on both engines; the linter runs first, so souffle is never started."""
+    (tmp_path / "bad.dl").write_text(text)
+    r = ave("check", "--engine", engine, "--rules", tmp_path, EXAMPLES / "gemm_naive.ave")
+    assert r.code == 4, r.out
+    assert r.out.startswith(f"{tmp_path / 'bad.dl'}:{line}:"), r.out

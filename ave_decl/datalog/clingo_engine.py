@@ -12,7 +12,8 @@ import clingo
 
 from ..errors import RuleError
 from .lint import aggregates_in, inner_vars, literal_terms
-from .program import Aggregate, Atom, BinTerm, Constraint, Functor, Num, Program, Rule, Sym, Term, UnTerm, Var, Wild
+from .program import (AdtTerm, Aggregate, Atom, BinTerm, Constraint, Functor, Nil, Num, Program, Record, Rule, Sym,
+                      Term, UnTerm, Var, Wild)
 
 _BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "\\", "^": "**", "band": "&", "bor": "?", "bxor": "^"}
 _CALL_BINOPS = {"bshl", "bshr", "bshru", "land", "lor", "lxor"}
@@ -126,6 +127,13 @@ def _term(t: Term) -> str:
         if t.op == "bnot":
             return f"(~{_term(t.operand)})"
         return f"@lnot({_term(t.operand)})"
+    if isinstance(t, Record):  # a record is a gringo tuple; Soufflé's nil is the constant nil
+        inner = ",".join(_term(a) for a in t.args)
+        return f"({inner},)" if len(t.args) == 1 else f"({inner})"
+    if isinstance(t, Nil):
+        return "nil"
+    if isinstance(t, AdtTerm):
+        return f"c_{t.branch}({','.join(_term(a) for a in t.args)})" if t.args else f"c_{t.branch}"
     if isinstance(t, Functor):
         args = [_term(a) for a in t.args]
         if t.name == "to_number":  # can fail at run time: pass the rule's index for the error location
@@ -271,13 +279,95 @@ def _fact_value(v) -> str:
     return _string(str(v))
 
 
-def facts_text(facts: dict[str, list[tuple]]) -> str:
+def facts_text(facts: dict[str, list[tuple]], prog: Program | None = None) -> str:
     out = []
     for name, rows in facts.items():
         p = pred(name)
+        types = [t for _, t in prog.decls[name].attrs] if prog is not None and name in prog.decls else []
+        structured = [prog is not None and (t in prog.records or t in prog.adts) for t in types]
         for row in rows:
-            out.append(f"{p}({','.join(_fact_value(v) for v in row)}).")
+            cells = [_StructuredParser(str(v), t, prog).term() if structured[i] else _fact_value(v)  # type: ignore
+                     for i, (v, t) in enumerate(zip(row, types or [None] * len(row)))] if structured else \
+                [_fact_value(v) for v in row]
+            out.append(f"{p}({','.join(cells)}).")
     return "\n".join(out) + "\n"
+
+
+class _StructuredParser:
+    """A record/ADT value in Soufflé's text form (`[1, a]`, `nil`, `$Add($Num(1), $Zero)`) -> gringo."""
+
+    def __init__(self, text: str, typ: str, prog: Program):
+        self.text, self.pos, self.typ, self.prog = text, 0, typ, prog
+
+    def term(self) -> str:
+        out = self._value(self.typ)
+        if self.text[self.pos:].strip():
+            raise RuleError(f"cannot read {self.text!r} as a {self.typ}", None)
+        return out
+
+    def _skip(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] == " ":
+            self.pos += 1
+
+    def _expect(self, ch: str) -> None:
+        self._skip()
+        if not self.text.startswith(ch, self.pos):
+            raise RuleError(f"cannot read {self.text!r} as a {self.typ}: expected {ch!r} at {self.pos}", None)
+        self.pos += len(ch)
+
+    def _fields(self, fields) -> list[str]:
+        out = []
+        for i, (_f, ftype) in enumerate(fields):
+            if i:
+                self._expect(",")
+            out.append(self._value(ftype))
+        return out
+
+    def _value(self, typ: str) -> str:
+        self._skip()
+        prog = self.prog
+        if typ in prog.records:
+            if self.text.startswith("nil", self.pos):
+                self.pos += 3
+                return "nil"
+            self._expect("[")
+            inner = self._fields(prog.records[typ])
+            self._expect("]")
+            return f"({inner[0]},)" if len(inner) == 1 else "(" + ",".join(inner) + ")"
+        if typ in prog.adts:
+            self._expect("$")
+            start = self.pos
+            while self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] == "_"):
+                self.pos += 1
+            branch = self.text[start:self.pos]
+            if branch not in prog.adts[typ]:
+                raise RuleError(f"cannot read {self.text!r}: ${branch} is not a branch of {typ}", None)
+            fields = prog.adts[typ][branch]
+            self._skip()
+            if self.text.startswith("(", self.pos):
+                self.pos += 1
+                inner = self._fields(fields) if fields else []
+                self._expect(")")
+            elif fields:
+                raise RuleError(f"cannot read {self.text!r}: ${branch} needs {len(fields)} fields", None)
+            else:
+                inner = []
+            return f"c_{branch}(" + ",".join(inner) + ")" if inner else f"c_{branch}"
+        start = self.pos
+        depth = 0
+        while self.pos < len(self.text):
+            ch = self.text[self.pos]
+            if ch in "[(":
+                depth += 1
+            elif ch in "])" and depth == 0 or ch == "," and depth == 0:
+                break
+            elif ch in "])":
+                depth -= 1
+            self.pos += 1
+        raw = self.text[start:self.pos].strip()
+        if prog.primitive(typ) == "number":
+            return _fact_value(int(raw))
+        return _string(raw[1:-1] if len(raw) >= 2 and raw[0] == raw[-1] == '"' else raw)
 
 
 def _decode(sym: clingo.Symbol):
@@ -285,7 +375,23 @@ def _decode(sym: clingo.Symbol):
         return sym.number
     if sym.type == clingo.SymbolType.String:
         return sym.string
-    return str(sym)
+    return _souffle_text(sym)
+
+
+def _souffle_text(sym: clingo.Symbol) -> str:
+    """Records and ADTs printed as Soufflé prints them: `[1, a]`, `nil`, `$Add($Num(1), $Zero)`."""
+    if sym.type == clingo.SymbolType.Number:
+        return str(sym.number)
+    if sym.type == clingo.SymbolType.String:
+        return sym.string
+    if sym.name == "":
+        return "[" + ", ".join(_souffle_text(a) for a in sym.arguments) + "]"
+    if sym.name == "nil" and not sym.arguments:
+        return "nil"
+    branch = sym.name[2:]
+    if not sym.arguments:
+        return f"${branch}"
+    return f"${branch}(" + ", ".join(_souffle_text(a) for a in sym.arguments) + ")"
 
 
 class ClingoEngine:
@@ -307,7 +413,7 @@ class ClingoEngine:
         ctl = clingo.Control(["--warn=none", "--models=0"], logger=lambda code, msg: messages.append(msg),
                              message_limit=20)
         try:
-            ctl.add("base", [], facts_text(facts))
+            ctl.add("base", [], facts_text(facts, self.prog))
             ctl.add("base", [], self.rules_text)
             ctl.ground([("base", [])], context=_Functors(self.prog.rules))
         except RuleError as exc:  # a functor failed at run time (Soufflé aborts the run too)

@@ -72,7 +72,7 @@ def run_in_worker(engine: ClingoEngine, facts: dict[str, list[tuple]], timeout: 
 _CLASSES = [
     ("syntax", r"syntax error"),
     ("undeclared", r"is not declared|Undefined relation"),
-    ("arity", r"attributes, used with|Mismatching arity"),
+    ("arity", r"attributes, used with|Mismatching arity|[Aa]mbiguous record"),
     ("groundedness", r"not grounded|Ungrounded variable|ungrounded"),
     ("stratification", r"unable to stratify|Unable to stratify"),
     ("type", r"used as both|value where .* expects|[Uu]nable to deduce type|type mismatch|Type mismatch|subtype"),

@@ -4,22 +4,33 @@ answer differently, so they are errors here (exit code 4), with the `.dl` file:l
 from __future__ import annotations
 
 from ..errors import RuleError
-from .program import Aggregate, Atom, BinTerm, Constraint, Functor, Num, Program, Rule, Sym, Term, UnTerm, Var, Wild
+from .program import (AdtTerm, Aggregate, Atom, BinTerm, Constraint, Functor, Nil, Num, Program, Record, Rule, Sym,
+                      Term, UnTerm, Var, Wild)
 
 PRIMITIVES = {"number", "symbol"}
 _SYMBOL_FUNCTORS = {"cat", "substr", "to_string"}
 
 
+def _known_type(prog: Program, typ: str) -> bool:
+    return prog.primitive(typ) in PRIMITIVES or typ in prog.records or typ in prog.adts
+
+
 def lint(prog: Program) -> None:
     for decl in prog.decls.values():
         for attr, typ in decl.attrs:
-            prim = prog.primitive(typ)
-            if prim not in PRIMITIVES:
-                raise RuleError(f"attribute {decl.name}.{attr} has type '{typ}'; the portable profile allows number "
-                                f"and symbol (and subtypes of them)", decl.span)
-    for name in prog.inputs | prog.outputs:
+            if not _known_type(prog, typ):
+                raise RuleError(f"attribute {decl.name}.{attr} has type '{typ}'; the portable profile allows number, "
+                                f"symbol, their subtypes and unions, records and ADTs", decl.span)
+    structured = [(n, n, f) for n, f in prog.records.items()]
+    structured += [(b, a, f) for a, branches in prog.adts.items() for b, f in branches.items()]
+    for name, owner, fields in structured:
+        for attr, typ in fields:
+            if not _known_type(prog, typ):
+                raise RuleError(f"field {name}.{attr} has unknown or unsupported type '{typ}'",
+                                prog.type_spans.get(owner))
+    for name in sorted(prog.inputs | prog.outputs):
         if name not in prog.decls:
-            raise RuleError(f"I/O directive for undeclared relation {name}", None)
+            raise RuleError(f"I/O directive for undeclared relation {name}", prog.io_spans.get(name))
     for rule in prog.rules:
         _check_rule(prog, rule)
     _check_strata(prog)
@@ -64,10 +75,19 @@ def _var_names(t: Term, out: set[str], inside: bool = False) -> set[str]:
         _var_names(t.right, out, inside)
     elif isinstance(t, UnTerm):
         _var_names(t.operand, out, inside)
-    elif isinstance(t, Functor):
+    elif isinstance(t, (Functor, Record, AdtTerm)):
         for a in t.args:
             _var_names(a, out, inside)
     return out
+
+
+def pattern_vars(t: Term) -> set[str]:
+    """Variables a positive atom's argument binds: plain ones and those inside record/ADT patterns."""
+    if isinstance(t, Var):
+        return {t.name}
+    if isinstance(t, (Record, AdtTerm)):
+        return set().union(*[pattern_vars(a) for a in t.args]) if t.args else set()
+    return set()
 
 
 def _check_divisions(t: Term, span) -> None:
@@ -115,7 +135,7 @@ def _check_aggregates(prog: Program, rule: Rule, outside: set[str]) -> None:
                 bound = set(outside)
                 for inner in agg.body:
                     if isinstance(inner, Atom) and not inner.negated:
-                        bound |= {a.name for a in inner.args if isinstance(a, Var)}
+                        bound |= set().union(*[pattern_vars(a) for a in inner.args]) if inner.args else set()
                 needed = inner_vars(agg)
                 free = needed - bound
                 if free:
@@ -129,7 +149,7 @@ def _check_atom(prog: Program, atom: Atom, types: dict[str, str]) -> None:
     if len(atom.args) != decl.arity:
         raise RuleError(f"relation {atom.name} has {decl.arity} attributes, used with {len(atom.args)}", atom.span)
     for arg, (attr, typ) in zip(atom.args, decl.attrs):
-        _type_term(arg, prog.primitive(typ), types, atom)
+        _type_term(arg, typ if typ in prog.records or typ in prog.adts else prog.primitive(typ), types, atom, prog)
 
 
 def _check_rule(prog: Program, rule: Rule) -> None:
@@ -151,8 +171,7 @@ def _check_rule(prog: Program, rule: Rule) -> None:
     for lit in rule.body:
         if isinstance(lit, Atom) and not lit.negated:
             for arg in lit.args:
-                if isinstance(arg, Var):
-                    bound.add(arg.name)
+                bound |= pattern_vars(arg)
     changed = True
     while changed:
         changed = False
@@ -173,7 +192,7 @@ def _check_rule(prog: Program, rule: Rule) -> None:
             _var_names(lit.right, needed)
         elif isinstance(lit, Atom):
             for arg in lit.args:
-                if not isinstance(arg, Var):
+                if not isinstance(arg, (Var, Record, AdtTerm)):
                     _var_names(arg, needed)
         free = needed - bound
         if free:
@@ -211,7 +230,10 @@ def _show(t: frozenset[str]) -> str:
     return " | ".join(sorted(t))
 
 
-def _type_term(t: Term, want: str, types: dict[str, str], where) -> None:
+def _type_term(t: Term, want: str, types: dict[str, str], where, prog: Program | None = None) -> None:
+    if isinstance(t, (Record, Nil, AdtTerm)):
+        _type_structured(t, want, types, where, prog)
+        return
     got = _infer(t, types)
     if isinstance(t, Var):
         prev = types.setdefault(t.name, want)
@@ -219,6 +241,35 @@ def _type_term(t: Term, want: str, types: dict[str, str], where) -> None:
             raise RuleError(f"variable {t.name} is used as both {prev} and {want}", where.span)
     elif got is not None and got != want:
         raise RuleError(f"a {got} value where {where.name} expects a {want}", where.span)
+
+
+def _type_structured(t: Term, want: str, types: dict[str, str], where, prog: Program | None) -> None:
+    """A record or ADT value against the (nominal) type of its position, field by field."""
+    assert prog is not None
+    if isinstance(t, Nil):
+        if want not in prog.records:
+            raise RuleError(f"type mismatch: nil where {where.name} expects a {want}", where.span)
+        return
+    if isinstance(t, Record):
+        fields = prog.records.get(want)
+        if fields is None:
+            raise RuleError(f"type mismatch: a record where {where.name} expects a {want}", where.span)
+        if len(fields) != len(t.args):
+            raise RuleError(f"ambiguous record: type {want} has {len(fields)} fields, the value has {len(t.args)}",
+                            where.span)
+    else:
+        assert isinstance(t, AdtTerm)
+        adt = prog.branches.get(t.branch)
+        if adt is None:
+            raise RuleError(f"unknown ADT branch ${t.branch}", where.span)
+        if adt != want:
+            raise RuleError(f"type mismatch: ${t.branch} is a {adt}, but {where.name} expects a {want}", where.span)
+        fields = prog.adts[adt][t.branch]
+        if len(fields) != len(t.args):
+            raise RuleError(f"${t.branch} has {len(fields)} fields, the value has {len(t.args)}", where.span)
+    for arg, (_f, ftype) in zip(t.args, fields):
+        _type_term(arg, ftype if ftype in prog.records or ftype in prog.adts else prog.primitive(ftype), types,
+                   where, prog)
 
 
 def _infer(t: Term, types: dict[str, str]) -> str | None:

@@ -13,8 +13,8 @@ from ..errors import RuleError
 from ..lark_spans import SpanTransformer
 from ..resources import grammar_path
 from ..source import Span
-from .program import (Aggregate, Atom, BinTerm, Constraint, Decl, Functor, Num, Program, Rule, RuleFileMeta, Sym,
-                      UnTerm, Var, Wild)
+from .program import (AdtTerm, Aggregate, Atom, BinTerm, Constraint, Decl, Functor, Nil, Num, Program, Record, Rule,
+                      RuleFileMeta, Sym, UnTerm, Var, Wild)
 
 _META = re.compile(r"^\s*//\s*@(\w[\w-]*)\s+(.*?)\s*$")
 _INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$')
@@ -42,6 +42,22 @@ class _Build(SpanTransformer):
         if len(items) > 2:
             return ("union", str(items[0]), [str(i) for i in items[1:]], self._tok(items[0]))
         return ("type", str(items[0]), str(items[1]), self._tok(items[0]))
+
+    def record_type(self, items):
+        name, *attrs = items
+        return ("record", str(name), tuple(attrs), self._tok(name))  # span kept for lint messages
+
+    def adt_type(self, items):
+        name, *branches = items
+        return ("adt", str(name), dict(branches), self._tok(name))
+
+    def adt_branch(self, items):
+        name, *attrs = items
+        return (str(name), tuple(attrs))
+
+    def adt_term(self, items):
+        name, *args = items
+        return AdtTerm(str(name), tuple(args))
 
     @v_args(meta=True)
     def rel_decl(self, meta, items):
@@ -172,7 +188,7 @@ class _Build(SpanTransformer):
         return Wild()
 
     def variable(self, items):
-        return Var(str(items[0]))
+        return Nil() if str(items[0]) == "nil" else Var(str(items[0]))
 
     def functor_literal(self, items):
         name, *args = items
@@ -197,23 +213,25 @@ class _Build(SpanTransformer):
             raise RuleError(f"{kind} needs a target expression: {kind} x : {{...}}", self._tok(kind_tok))
         return Aggregate(kind, target, body)
 
-    def aggregate_body(self, items):
+    @v_args(meta=True)
+    def aggregate_body(self, meta, items):
         target = items[0] if len(items) == 2 else None
         inner = items[-1]
         if isinstance(inner, Atom):
             return target, (inner,)
         if len(inner) != 1:
-            raise RuleError("a disjunction inside an aggregate is outside the portable profile", None)
+            raise RuleError("a disjunction inside an aggregate is outside the portable profile", self._span(meta))
         return target, tuple(inner[0])
 
     def cast(self, items):
         return items[0]
 
-    def autoinc(self, items):
-        raise RuleError("autoinc() / $ is outside the portable Soufflé profile", None)
+    @v_args(meta=True)
+    def autoinc(self, meta, items):
+        raise RuleError("autoinc() / $ is outside the portable Soufflé profile", self._span(meta))
 
     def record(self, items):
-        raise RuleError("records are not supported yet by the embedded engine", None)
+        return Record(tuple(items))
 
     def user_functor(self, items):
         self._unsupported(f"user-defined functor '@{items[0]}'", self._tok(items[0]))
@@ -328,9 +346,20 @@ def _add(prog: Program, item, path: Path) -> None:
             raise RuleError(f"union type {item[1]} mixes primitive types {sorted(prims)}", item[3])
         prog.unions[item[1]] = tuple(item[2])
         prog.types[item[1]] = prims.pop()
+    elif kind == "record":
+        prog.records[item[1]] = item[2]
+        prog.type_spans[item[1]] = item[3]
+    elif kind == "adt":
+        prog.adts[item[1]] = item[2]
+        prog.type_spans[item[1]] = item[3]
+        for branch in item[2]:
+            if branch in prog.branches:
+                raise RuleError(f"ADT branch {branch} is defined twice", item[3])
+            prog.branches[branch] = item[1]
     elif kind == "io":
         target = prog.inputs if item[1] == ".input" else prog.outputs
-        for name, _span in item[2]:
+        for name, span in item[2]:
             target.add(name)
+            prog.io_spans.setdefault(name, span)
     elif kind == "rule":
         prog.rules.extend(item[1])

@@ -47,6 +47,26 @@ class Functor:
 
 
 @dataclass(frozen=True)
+class Record:
+    """`[t1, t2, ...]`, a value of a record type."""
+
+    args: tuple["Term", ...]
+
+
+@dataclass(frozen=True)
+class Nil:
+    """`nil`, the empty value of any record type."""
+
+
+@dataclass(frozen=True)
+class AdtTerm:
+    """`$Branch(t1, ...)`, a value of an algebraic data type."""
+
+    branch: str
+    args: tuple["Term", ...]
+
+
+@dataclass(frozen=True)
 class Aggregate:
     """`count : {body}`, `sum e : {body}`, `min e : atom`, `max e : ...` (one conjunction)."""
 
@@ -55,7 +75,7 @@ class Aggregate:
     body: tuple["Literal", ...]
 
 
-Term = Union[Var, Wild, Num, Sym, BinTerm, UnTerm, Functor, Aggregate]
+Term = Union[Var, Wild, Num, Sym, BinTerm, UnTerm, Functor, Aggregate, Record, Nil, AdtTerm]
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,11 @@ class Program:
     decls: dict[str, Decl] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)  # user type -> parent (a subtype's supertype)
     unions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # union type -> its members
+    records: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # record -> fields
+    adts: dict[str, dict[str, tuple[tuple[str, str], ...]]] = field(default_factory=dict)  # adt -> branches
+    branches: dict[str, str] = field(default_factory=dict)  # branch -> its adt
+    type_spans: dict[str, Span] = field(default_factory=dict)  # record/adt -> where it is defined
+    io_spans: dict[str, Span] = field(default_factory=dict)  # relation -> its first I/O directive
     rules: list[Rule] = field(default_factory=list)
     inputs: set[str] = field(default_factory=set)
     outputs: set[str] = field(default_factory=set)
