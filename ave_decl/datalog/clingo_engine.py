@@ -13,7 +13,7 @@ import clingo
 from ..errors import RuleError
 from .lint import aggregates_in, inner_vars, literal_terms
 from .program import (AdtTerm, Aggregate, Atom, BinTerm, Constraint, Functor, Nil, Num, Program, Record, Rule, Sym,
-                      Term, UnTerm, Var, Wild)
+                      Term, UnTerm, Var, Wild, rewrite_term)
 
 _BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "\\", "^": "**", "band": "&", "bor": "?", "bxor": "^"}
 _CALL_BINOPS = {"bshl", "bshr", "bshru", "land", "lor", "lxor"}
@@ -164,17 +164,13 @@ class _Fresh:
 
 
 def _rename_wild(t: Term, fresh: _Fresh, names: list[str]) -> Term:
-    if isinstance(t, Wild):
-        name = fresh("w")
-        names.append(name)
-        return Var(name[2:])  # _var() adds the V_ prefix back
-    if isinstance(t, BinTerm):
-        return BinTerm(t.op, _rename_wild(t.left, fresh, names), _rename_wild(t.right, fresh, names))
-    if isinstance(t, UnTerm):
-        return UnTerm(t.op, _rename_wild(t.operand, fresh, names))
-    if isinstance(t, Functor):
-        return Functor(t.name, tuple(_rename_wild(a, fresh, names) for a in t.args))
-    return t
+    def rename(x: Term) -> Term | None:
+        if isinstance(x, Wild):
+            names.append(fresh("w"))
+            return Var(names[-1][2:])  # _var() adds the V_ prefix back
+        return None
+
+    return rewrite_term(t, rename)
 
 
 def _aggregate(agg: Aggregate, result: str, outside: set[str], fresh: _Fresh) -> list[str]:
@@ -202,17 +198,14 @@ def _aggregate(agg: Aggregate, result: str, outside: set[str], fresh: _Fresh) ->
 
 
 def _replace_aggregates(t: Term, found: list[tuple[Aggregate, str]], fresh: _Fresh) -> Term:
-    if isinstance(t, Aggregate):
-        name = fresh("agg")
-        found.append((t, _var(name[2:])))
-        return Var(name[2:])
-    if isinstance(t, BinTerm):
-        return BinTerm(t.op, _replace_aggregates(t.left, found, fresh), _replace_aggregates(t.right, found, fresh))
-    if isinstance(t, UnTerm):
-        return UnTerm(t.op, _replace_aggregates(t.operand, found, fresh))
-    if isinstance(t, Functor):
-        return Functor(t.name, tuple(_replace_aggregates(a, found, fresh) for a in t.args))
-    return t
+    def replace(x: Term) -> Term | None:
+        if isinstance(x, Aggregate):
+            name = fresh("agg")
+            found.append((x, _var(name[2:])))
+            return Var(name[2:])
+        return None
+
+    return rewrite_term(t, replace)
 
 
 def _outer_vars(rule: Rule) -> set[str]:

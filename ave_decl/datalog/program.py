@@ -78,6 +78,25 @@ class Aggregate:
 Term = Union[Var, Wild, Num, Sym, BinTerm, UnTerm, Functor, Aggregate, Record, Nil, AdtTerm]
 
 
+def rewrite_term(t: "Term", fn) -> "Term":
+    """Top-down rewrite: `fn(t)` returns a replacement, or None to rewrite t's sub-terms instead.
+    Aggregates are left whole (their bodies are separate scopes)."""
+    new = fn(t)
+    if new is not None:
+        return new
+    if isinstance(t, BinTerm):
+        return BinTerm(t.op, rewrite_term(t.left, fn), rewrite_term(t.right, fn))
+    if isinstance(t, UnTerm):
+        return UnTerm(t.op, rewrite_term(t.operand, fn))
+    if isinstance(t, Functor):
+        return Functor(t.name, tuple(rewrite_term(a, fn) for a in t.args))
+    if isinstance(t, Record):
+        return Record(tuple(rewrite_term(a, fn) for a in t.args))
+    if isinstance(t, AdtTerm):
+        return AdtTerm(t.branch, tuple(rewrite_term(a, fn) for a in t.args))
+    return t
+
+
 @dataclass(frozen=True)
 class Atom:
     name: str

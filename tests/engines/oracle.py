@@ -33,16 +33,25 @@ def case_facts(dl: Path) -> dict[str, list[tuple]]:
     return {rel: [tuple(r) for r in rows] for rel, rows in json.loads(f.read_text()).items()}
 
 
+def _error(exc: RuleError):
+    return ("error", error_class(exc), exc.span.line if exc.span else None)
+
+
+def _linted(tmp: str, text: str):
+    path = Path(tmp) / "program.dl"
+    path.write_text(text)
+    prog = load_program([path])
+    lint(prog)
+    return prog, path
+
+
 def clingo_outcome(text: str, facts: dict[str, list[tuple]]):
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "program.dl"
-        path.write_text(text)
         try:
-            prog = load_program([path])
-            lint(prog)
+            prog, _ = _linted(tmp, text)
             return ("ok", _norm(ClingoEngine(prog).run(facts)))
         except RuleError as exc:
-            return ("error", error_class(exc), exc.span.line if exc.span else None)
+            return _error(exc)
 
 
 def souffle_outcome(text: str, facts: dict[str, list[tuple]], jobs: int = 1):
@@ -51,22 +60,20 @@ def souffle_outcome(text: str, facts: dict[str, list[tuple]], jobs: int = 1):
     assert binary, "souffle not found"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "program.dl"
-        path.write_text(text)
         try:
-            prog = load_program([path])
-            lint(prog)
+            prog, path = _linted(tmp, text)
         except RuleError as exc:
             if error_class(exc) == "profile":  # outside the profile: rejected before any engine runs
-                return ("error", "profile", exc.span.line if exc.span else None)
+                return _error(exc)
             prog = None
         if prog is not None:
             try:
                 return ("ok", _norm(SouffleEngine(prog, binary, jobs=jobs).run(facts)))
             except RuleError as exc:
-                return ("error", error_class(exc), exc.span.line if exc.span else None)
+                return _error(exc)
         proc = subprocess.run([binary, "--wno=all", "-D", tmp, str(path)], capture_output=True, text=True, cwd=tmp)
-        exc = SouffleEngine.__new__(SouffleEngine)._error(proc.returncode, proc.stderr + proc.stdout, Path(tmp) / "x")
-        return ("error", error_class(exc), exc.span.line if exc.span else None)
+        return _error(SouffleEngine.__new__(SouffleEngine)._error(proc.returncode, proc.stderr + proc.stdout,
+                                                                  Path(tmp) / "x"))
 
 
 def load_golden(name: str):
