@@ -134,7 +134,7 @@ def _check_aggregates(prog: Program, rule: Rule, outside: set[str]) -> None:
                         _check_atom(prog, inner, {})
                         if any(isinstance(a, (Record, AdtTerm, Nil)) for a in inner.args):
                             raise RuleError("a record or ADT pattern inside an aggregate is outside the portable "
-                                            "profile (Soufflé 2.5 aborts on it: 'variable not grounded')", where)
+                                            "profile (Soufflé 2.5 aborts on it with an internal assertion)", where)
                 bound = set(outside)
                 for inner in agg.body:
                     if isinstance(inner, Atom) and not inner.negated:
