@@ -70,6 +70,9 @@ INSTRUCTIONS: dict[str, Instruction] = {
         _amd("mfma_f32_32x32x8_f16", 32, 8, ("f16",)),
         _amd("mfma_f32_16x16x16_bf16", 16, 16, ("bf16",)),
         _amd("mfma_f32_16x16x16_f16", 16, 16, ("f16",)),
+        _amd("mfma_f32_16x16x32_fp8", 16, 32, ("fp8",)),
+        _amd("mfma_f32_16x16x32_bf8", 16, 32, ("bf8",)),
+        _amd("mfma_f32_32x32x16_fp8", 32, 16, ("fp8",)),
         Instruction(name="mma_m16n8k16_f16", in_dtypes=("f16",), **_MMA_M16N8K16),
         Instruction(name="mma_m16n8k16_bf16", in_dtypes=("bf16",), **_MMA_M16N8K16),
         Instruction(name="mma_m16n8k16", in_dtypes=("f16", "bf16"), **_MMA_M16N8K16),
@@ -78,3 +81,50 @@ INSTRUCTIONS: dict[str, Instruction] = {
 
 # Which import module offers which instructions.
 MODULES: dict[str, str] = {"ave.amdgpu": "amdgpu", "ave.nvidia": "nvidia"}
+
+
+# ------------------------------------------------------------------ data movement and Hopper
+@dataclass(frozen=True)
+class LoadMatrix:
+    """`ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16` (reference sheet §2.2).
+
+    Thread `l` supplies the shared address of row `provider_row` of matrix `provider_matrix`
+    (threads past `matrices * 8` are ignored); register `r` (matrix r), half `h` of thread `l`
+    receives element (`row`, `col`) of the stored 8x8 matrix r.
+    """
+
+    name: str
+    matrices: int
+    trans: bool
+    provider_matrix: str = "lane // 8"
+    provider_row: str = "lane % 8"
+
+    @property
+    def row(self) -> str:
+        return "2 * (lane % 4) + h" if self.trans else "lane // 4"
+
+    @property
+    def col(self) -> str:
+        return "lane // 4" if self.trans else "2 * (lane % 4) + h"
+
+
+LOAD_MATRIX: dict[str, LoadMatrix] = {
+    m.name: m for m in (LoadMatrix(f"ldmatrix_x{n}{'_trans' if t else ''}", n, t) for n in (1, 2, 4)
+                        for t in (False, True))
+}
+
+
+def wgmma_accumulator(n: int) -> OperandMap:
+    """`wgmma.mma_async.m64nNk16` accumulator D over a warpgroup (128 threads; `lane` is the thread
+    index in the warpgroup, 0..127): N/2 f32 values per thread (reference sheet §2.3;
+    CUTLASS CLayout_64xN = ((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512)))."""
+    if n % 8 or not 8 <= n <= 256:
+        raise ValueError("wgmma N must be a multiple of 8 in [8, 256]")
+    return OperandMap(n // 2, "16 * (lane // 32) + (lane % 32) // 4 + 8 * ((v // 2) % 2)",
+                      "8 * (v // 4) + 2 * (lane % 4) + v % 2")
+
+
+WGMMA_A_REGISTERS = OperandMap(8, "16 * (lane // 32) + (lane % 32) // 4 + 8 * ((v // 2) % 2)",
+                               "2 * (lane % 4) + v % 2 + 8 * (v // 4)")
+"""wgmma A from registers (16-bit types), ALayout_64x16: each warp holds the m16n8k16 A fragment
+of rows 16w..16w+15 (reference sheet §2.3)."""
