@@ -49,16 +49,17 @@ def main() -> None:
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(exists=True),
               help="Extra directory of .dl invariant rules (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/json-schema.md).")
+@click.option("--confirm", is_flag=True, help="Replay each counterexample in the simulator and show what meets.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
 def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: float | None,
-          rules_dirs: tuple[str, ...], as_json: bool, verbose: bool) -> None:
+          rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, verbose: bool) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
     from .render_text import render
 
     started = time.perf_counter()
     sources, errors = read_sources(list(files))
-    report = run(sources, Options(engine, timeout, rules_dirs, engine_timeout), errors)
+    report = run(sources, Options(engine, timeout, rules_dirs, engine_timeout, confirm), errors)
     for k in report.kernels:
         k.timings_ms["total"] = (time.perf_counter() - started) * 1000
     if as_json:
@@ -89,6 +90,75 @@ def facts(file: str, out_dir: str) -> None:
     prog = load_rules()
     written = write_facts_dir(merge(fe.kernels), sorted(prog.inputs), Path(out_dir))
     click.echo(f"wrote {len(written)} relation files for {len(fe.kernels)} kernel(s) to {out_dir}")
+
+
+def _parse_sizes(text: str) -> dict[str, int]:
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = part.partition("=")
+        if not name or not value.strip().lstrip("-").isdigit():
+            raise click.BadParameter(f"expected NAME=INT, got {part!r}", param_hint="--sizes")
+        out[name.strip()] = int(value)
+    return out
+
+
+@main.command(epilog="Exit codes: 0 outputs match the reference and every shadow check passes, 1 mismatch or "
+                     "failed shadow check, 2 usage, 3 kernel front-end error or sizes the kernel rejects.")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--sizes", "sizes_text", default="", help="Symbolic sizes, e.g. M=128,N=128,K=64.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--blocks", default="all", show_default=True, help="'all' or one block's ids, e.g. 1,0.")
+@click.option("--kernel", default=None, help="Only this kernel of the file.")
+@click.option("--no-shadow", is_flag=True, help="Skip the shadow tag checks (faster).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | None, no_shadow: bool,
+             as_json: bool) -> None:
+    """Run kernels concretely on random inputs; compare with their reference and check every tag assertion."""
+    from .errors import FrontEndError
+    from .pipeline import read_sources
+    from .simulate import simulate_source
+
+    sizes = _parse_sizes(sizes_text)
+    chosen = None if blocks == "all" else [tuple(int(x) for x in blocks.split(","))]
+    sources, errors = read_sources([file])
+    for e in errors:
+        click.echo(e.rendered)
+        sys.exit(e.exit_code)
+    try:
+        runs = simulate_source(sources[0], sizes, kernel=kernel, seed=seed, blocks=chosen, shadow=not no_shadow)
+    except FrontEndError as exc:
+        click.echo(exc.render(sources[0]))
+        sys.exit(int(exc.exit_code))
+    bad = False
+    report = []
+    for name, r in runs:
+        ok = (r.reference is None or r.reference["ok"]) and r.shadow_ok and not r.errors
+        bad |= not ok
+        report.append({"kernel": name, "ok": ok, "sizes": r.sizes, "blocks": [list(b) for b in r.blocks],
+                       "reference": r.reference, "errors": r.errors,
+                       "shadow": [vars(f) for f in r.failures]})
+    if as_json:
+        click.echo(json.dumps({"version": "1.0", "file": file, "kernels": report}, indent=2))
+    else:
+        for k in report:
+            click.echo(f"{'OK' if k['ok'] else 'MISMATCH':9} {k['kernel']} at "
+                       f"{', '.join(f'{n}={v}' for n, v in k['sizes'].items())} ({len(k['blocks'])} blocks)")
+            ref = k["reference"]
+            if ref is None:
+                click.echo("  reference: none declared (@kernel(..., reference=\"C = A @ B\"))")
+            elif "rel" in ref:
+                click.echo(f"  reference {ref['output']} = {ref.get('expression', '')}: max abs error "
+                           f"{ref['max_abs']:.3g}, relative {ref['rel']:.3g} (tolerance {ref['tol']:g}), "
+                           f"{ref['mismatched']} of {ref['elements']} elements differ")
+            else:
+                click.echo(f"  reference: {ref['why']}")
+            for f in k["shadow"]:
+                status = "ok" if not f["failed"] else f"FAILED {f['failed']} of {f['checked']}"
+                click.echo(f"  shadow [{f['invariant']}] line {f['line']}: {status}"
+                           + (f"; first: {f['first']}" if f["failed"] else f" ({f['checked']} checks)"))
+            for e in k["errors"][:5]:
+                click.echo(f"  error: {e}")
+    sys.exit(1 if bad else 0)
 
 
 @main.group()

@@ -420,10 +420,14 @@ class KernelLowering:
             raise self.err("a kernel needs the decorator @kernel(grid=..., block=..., wave=64 | warp=32)", dec)
         if dec.args:
             raise self.err("@kernel takes keyword arguments only: grid=, block=, wave= or warp=", dec)
-        known = {"grid", "block", "wave", "warp"}
+        known = {"grid", "block", "wave", "warp", "reference"}
         for kw in dec.kwargs:
             if kw.name not in known:
-                raise self.err(f"unknown @kernel argument '{kw.name}' (expected grid, block, wave or warp)", kw)
+                raise self.err(f"unknown @kernel argument '{kw.name}' (expected grid, block, wave, warp or "
+                               f"reference)", kw)
+        ref = dec.kwarg("reference")
+        if ref is not None and not (isinstance(ref, A.Str) and "=" in ref.value):
+            raise self.err('reference= takes a string such as "C = A @ B" (checked by ave simulate)', ref)
         grid_e, block_e = dec.kwarg("grid"), dec.kwarg("block")
         if grid_e is None or block_e is None:
             raise self.err("@kernel needs grid= and block=", dec)

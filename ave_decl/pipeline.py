@@ -30,6 +30,7 @@ class Options:
     timeout_s: float = 10.0
     rules_dirs: tuple[str, ...] = ()
     engine_timeout_s: float | None = None
+    confirm: bool = False
 
 
 @dataclass
@@ -122,9 +123,28 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
             report.errors.append(internal_error(exc, kf.source.path))
             continue
         timings["solving"] = (time.perf_counter() - t1) * 1000
+        if opts.confirm:
+            t2 = time.perf_counter()
+            confirm_findings(kf, findings)
+            timings["replay"] = (time.perf_counter() - t2) * 1000
         report.kernels.append(KernelReport(kf.name, kf.source.path, kernel_verdict(findings), findings,
                                            sum(1 for f in findings), timings))
     return report
+
+
+def confirm_findings(kf: KernelFacts, findings) -> None:
+    """Replay every counterexample in the simulator (`--confirm`)."""
+    from dataclasses import asdict
+
+    from .replay import replay
+
+    for f in findings:
+        if f.counterexample is None:
+            continue
+        try:
+            f.replay = asdict(replay(kf.source, kf.name, f))
+        except Exception as exc:  # noqa: BLE001 - a replay failure is reported, never fatal
+            f.replay = {"confirmed": False, "detail": f"replay failed: {type(exc).__name__}: {exc}", "observed": {}}
 
 
 def split_by_kernel(derived: dict[str, list[tuple]]) -> dict[int, dict[str, list[tuple]]]:

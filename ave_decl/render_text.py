@@ -61,6 +61,9 @@ def _finding(f: Finding, cache: _Sources) -> list[str]:
         lines.extend("  " + s for s in snippet.splitlines())
     if f.counterexample is not None:
         lines.extend(_table(f.counterexample))
+        if f.replay is not None:
+            verdict = "confirmed by replay" if f.replay["confirmed"] else "NOT confirmed by replay"
+            lines.append(f"  = {verdict}: {f.replay['detail']}")
         lines.extend(_chain(f.counterexample.lhs, cache))
         lines.extend(_chain(f.counterexample.rhs, cache))
     elif f.reason and f.reason not in f.message:

@@ -88,6 +88,7 @@ class Finding:
     reason: str = ""  # for UNKNOWN and structural violations
     queries: int = 0
     solver_ms: float = 0.0
+    replay: dict | None = None  # with --confirm: {"confirmed": bool, "detail": str, "observed": {...}}
 
 
 @dataclass
