@@ -78,15 +78,17 @@ def test_every_counterexample_replays():
             assert r.confirmed, (name, f.invariant, r.detail)
 
 
-@settings(max_examples=4, deadline=None)
-@given(st.sampled_from([(32, 32, 8), (32, 48, 24), (48, 32, 16)]))
-def test_verified_never_coexists_with_a_shadow_failure(mnk):
-    """Soundness on a verified kernel at random sizes satisfying its assume(...)."""
-    m, n, k = mnk
-    report = ave_decl.check(EXAMPLES / "gemm_naive.ave")
+@settings(max_examples=5, deadline=None)
+@given(st.sampled_from([("gemm_naive", dict(M=32, N=32, K=8)), ("gemm_naive", dict(M=32, N=48, K=24)),
+                        ("gemm_naive", dict(M=48, N=32, K=16)), ("gemm_lds_mfma", dict(M=64, N=128, K=64)),
+                        ("gemm_lds_mfma", dict(M=128, N=64, K=128))]))
+def test_verified_never_coexists_with_a_shadow_failure(case):
+    """Soundness: example kernels the verifier proves, at sizes satisfying their assume(...)."""
+    name, sizes = case
+    report = ave_decl.check(EXAMPLES / f"{name}.ave")
     assert report.kernels[0].verdict == Verdict.VERIFIED
-    ((_, r),) = simulate_source(SourceFile.read(EXAMPLES / "gemm_naive.ave"), dict(M=m, N=n, K=k))
-    assert r.shadow_ok and r.reference["ok"]
+    ((_, r),) = simulate_source(SourceFile.read(EXAMPLES / f"{name}.ave"), sizes)
+    assert r.shadow_ok and r.reference["ok"] and not r.errors
 
 
 def test_simulate_cli(ave):
