@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -90,6 +91,86 @@ def facts(file: str, out_dir: str) -> None:
     prog = load_rules()
     written = write_facts_dir(merge(fe.kernels), sorted(prog.inputs), Path(out_dir))
     click.echo(f"wrote {len(written)} relation files for {len(fe.kernels)} kernel(s) to {out_dir}")
+
+
+@main.command(epilog=_EXIT_HELP)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
+@click.option("--engine", type=click.Choice(["embedded", "souffle"]), default="embedded", show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
+              help="Per-query solver timeout in seconds.")
+@click.option("--file-timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+              help="Wall-clock limit per file; past it the file is UNKNOWN and the audit goes on.")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(exists=True), help="Extra rules directory.")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False), help="Write the JSON report to FILE.")
+@click.option("--sarif", "sarif_file", type=click.Path(dir_okay=False), help="Write a SARIF 2.1.0 log to FILE.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="Verdict cache directory (default: $XDG_CACHE_HOME/ave).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False), help="Known findings: mark as unchanged.")
+@click.option("--write-baseline", type=click.Path(dir_okay=False), help="Write the current findings as a baseline.")
+@click.option("--confirm", is_flag=True, help="Replay counterexamples in the simulator.")
+@click.option("--time", "show_time", is_flag=True, help="Per-phase timings per kernel and in total.")
+@click.option("-q", "--quiet", is_flag=True, help="Only the summary.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
+def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sarif_file, cache_dir, no_cache,
+          baseline, write_baseline, confirm, show_time, quiet, verbose) -> None:
+    """Audit every .ave file under PATHS: parallel, cached, one bad file never stops the rest."""
+    from .audit import AuditOptions
+    from .audit import audit as run_audit
+    from .cache import default_dir
+    from .datalog.ruleset import load_rules, rule_metadata
+    from .pipeline import Options
+    from .render_text import render, render_timings
+    from .sarif import to_sarif
+    from .suppress import apply_baseline
+    from .suppress import write_baseline as save_baseline
+
+    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm), jobs or (os.cpu_count() or 1),
+                        file_timeout, None if no_cache else Path(cache_dir) if cache_dir else default_dir())
+    bar = None
+    if sys.stdout.isatty() and not quiet:
+        from tqdm import tqdm
+
+        from .audit import discover
+
+        bar = tqdm(total=len(discover(list(paths))[0]), unit="file", leave=False)
+    report, stats = run_audit(list(paths), opts, progress=bar.update if bar else None)
+    if bar:
+        bar.close()
+    if baseline:
+        apply_baseline(report, Path(baseline))
+        from .pipeline import kernel_verdict
+
+        for k in report.kernels:
+            if k.findings:
+                k.verdict = kernel_verdict(k.findings)
+    if write_baseline:
+        n = save_baseline(report, Path(write_baseline))
+        click.echo(f"baseline: {n} finding(s) written to {write_baseline}", err=True)
+    if json_file:
+        _atomic_write(Path(json_file), json.dumps(report.to_json(), indent=2))
+    if sarif_file:
+        try:
+            meta = rule_metadata(load_rules(tuple(rules_dirs)))
+        except AveError:
+            meta = {}
+        _atomic_write(Path(sarif_file), json.dumps(to_sarif(report, meta, Path.cwd()), indent=2))
+    if not quiet:
+        click.echo(render(report, verbose=verbose), nl=False)
+    if show_time:
+        click.echo(render_timings(report))
+    s = report.summary()
+    click.echo(f"audit: {stats.files} file(s), {len(report.kernels)} kernel(s): {s['verified']} verified, "
+               f"{s['violation']} violation, {s['unknown']} unknown, {s['error']} error, {s['suppressed']} "
+               f"suppressed; {stats.cached} from cache; {stats.seconds:.2f} s ({opts.jobs} job(s))")
+    sys.exit(report.exit_code)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n")
+    tmp.replace(path)
 
 
 def _parse_sizes(text: str) -> dict[str, int]:

@@ -20,6 +20,7 @@ from .parser import parse_source
 from .report import ErrorReport, KernelReport, Location, Report, Verdict
 from .semantic import add_semantic_facts
 from .solve import KernelSolver
+from .suppress import annotate
 from .source import SourceFile
 from .view import KernelView
 
@@ -123,6 +124,7 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
             report.errors.append(internal_error(exc, kf.source.path))
             continue
         timings["solving"] = (time.perf_counter() - t1) * 1000
+        annotate(findings, kf.name, kf.source)
         if opts.confirm:
             t2 = time.perf_counter()
             confirm_findings(kf, findings)
@@ -156,7 +158,7 @@ def split_by_kernel(derived: dict[str, list[tuple]]) -> dict[int, dict[str, list
 
 
 def kernel_verdict(findings) -> Verdict:
-    verdicts = {f.verdict for f in findings}
+    verdicts = {f.verdict for f in findings if f.counts}
     for v in (Verdict.ERROR, Verdict.VIOLATION, Verdict.UNKNOWN):
         if v in verdicts:
             return v

@@ -122,3 +122,19 @@ def _point(p: ChainPoint, cache: _Sources) -> str:
     label = {"use": "use", "load": "load", "store": "store", "source": "tagged source", "mma-operand": "operand"}[p.kind]
     buf = f" {p.buffer}" if p.buffer and p.kind not in ("use",) else ""
     return f"{label}{buf} at {p.location} [{ctx}]: {text}"
+
+
+def render_timings(report: Report) -> str:
+    """`--time`: milliseconds per phase for every kernel, and the totals."""
+    phases = ["parse", "facts", "fixpoint", "solving", "replay"]
+    rows = [f"{'kernel':40} " + " ".join(f"{p:>9}" for p in phases)]
+    totals = dict.fromkeys(phases, 0.0)
+    for k in report.kernels:
+        cells = []
+        for p in phases:
+            v = k.timings_ms.get(p, 0.0)
+            totals[p] += v
+            cells.append(f"{v:9.1f}")
+        rows.append(f"{(k.kernel + ' (' + Path(k.file).name + ')')[:40]:40} " + " ".join(cells))
+    rows.append(f"{'total (ms)':40} " + " ".join(f"{totals[p]:9.1f}" for p in phases))
+    return "\n".join(rows)

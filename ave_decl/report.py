@@ -89,6 +89,14 @@ class Finding:
     queries: int = 0
     solver_ms: float = 0.0
     replay: dict | None = None  # with --confirm: {"confirmed": bool, "detail": str, "observed": {...}}
+    suppression: dict | None = None  # {"kind": "inSource" | "external", "justification": str}
+    baseline_state: str | None = None  # with --baseline: "new" | "unchanged"
+    fingerprint: str = ""  # stable across moved lines (rule, kernel, text of the site line)
+
+    @property
+    def counts(self) -> bool:
+        """Whether the finding decides the verdict and exit code (suppressed ones do not)."""
+        return self.suppression is None
 
 
 @dataclass
@@ -137,6 +145,7 @@ class Report:
         for k in self.kernels:
             out[k.verdict.value.lower()] += 1
         out["error"] += len(self.errors)
+        out["suppressed"] = sum(1 for k in self.kernels for f in k.findings if f.suppression is not None)
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -154,3 +163,39 @@ def _plain(x):
     if isinstance(x, list):
         return [_plain(v) for v in x]
     return x
+
+
+# ---------------------------------------------------------------- reading reports back (cache)
+def _location(d: dict | None) -> Location | None:
+    return Location(**d) if d else None
+
+
+def _side(d: dict) -> Side:
+    d = dict(d)
+    d["chain"] = [ChainPoint(**{**p, "location": Location(**p["location"])}) for p in d["chain"]]
+    return Side(**d)
+
+
+def finding_from_json(d: dict) -> Finding:
+    d = dict(d)
+    d["verdict"] = Verdict(d["verdict"])
+    d["location"] = Location(**d["location"])
+    c = d.get("counterexample")
+    if c is not None:
+        c = dict(c)
+        c["lhs"], c["rhs"] = _side(c["lhs"]), _side(c["rhs"])
+        d["counterexample"] = Counterexample(**c)
+    return Finding(**d)
+
+
+def kernel_from_json(d: dict) -> KernelReport:
+    d = dict(d)
+    d["verdict"] = Verdict(d["verdict"])
+    d["findings"] = [finding_from_json(f) for f in d["findings"]]
+    return KernelReport(**d)
+
+
+def error_from_json(d: dict) -> ErrorReport:
+    d = dict(d)
+    d["location"] = _location(d["location"])
+    return ErrorReport(**d)
