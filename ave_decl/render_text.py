@@ -61,6 +61,8 @@ def _finding(f: Finding, cache: _Sources) -> list[str]:
         lines.extend("  " + s for s in snippet.splitlines())
     if f.counterexample is not None:
         lines.extend(_table(f.counterexample))
+        if f.violation_set is not None:
+            lines.append(f"  = violating: {f.violation_set['description']}")
         if f.replay is not None:
             verdict = "confirmed by replay" if f.replay["confirmed"] else "NOT confirmed by replay"
             lines.append(f"  = {verdict}: {f.replay['detail']}")

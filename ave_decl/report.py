@@ -92,6 +92,7 @@ class Finding:
     suppression: dict | None = None  # {"kind": "inSource" | "external", "justification": str}
     baseline_state: str | None = None  # with --baseline: "new" | "unchanged"
     fingerprint: str = ""  # stable across moved lines (rule, kernel, text of the site line)
+    violation_set: dict | None = None  # exact violating points on the reported path (violation_set.py)
 
     @property
     def counts(self) -> bool:

@@ -93,6 +93,8 @@ def _result(k, f: Finding, root, lines: _Lines) -> dict:
             res["codeFlows"] = [{"message": {"text": c.relation}, "threadFlows": flows}]
     if f.replay is not None:
         res["properties"]["replay"] = f.replay
+    if f.violation_set is not None:
+        res["properties"]["violationSet"] = f.violation_set
     if getattr(f, "suppression", None):
         res["suppressions"] = [f.suppression]
     if getattr(f, "baseline_state", None):

@@ -88,8 +88,10 @@ class KernelSolver:
             if result == z3.sat:
                 cex = self._counterexample(solver.model(), q, relation)
                 ms = (time.perf_counter() - started) * 1000
-                return self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex), counterexample=cex,
-                                     queries=count, solver_ms=ms)
+                finding = self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex),
+                                        counterexample=cex, queries=count, solver_ms=ms)
+                finding.violation_set = self._violation_set(q, relation)
+                return finding
             if result == z3.unknown:
                 unknown_reasons.append(f"solver returned unknown ({solver.reason_unknown()})")
         ms = (time.perf_counter() - started) * 1000
@@ -167,6 +169,26 @@ class KernelSolver:
                 out.append(Query(cons + left.constraints + right.constraints, violated, left, right, base, a_inst,
                                  b_inst, extras))
         return out
+
+    def _violation_set(self, q: Query, relation: str) -> dict | None:
+        """The exact set of violating (lane, value) / (thread, value) points, on one path."""
+        from .violation_set import Var, describe, enumerate_points
+
+        if relation == "k_pairing":
+            instr = INSTRUCTIONS[self.view.mma[q.site.stmt][0]]
+            variables = [Var("lane", q.extras["lane_a"], instr.group_size),
+                         Var("value", q.extras["slot_a"], instr.a.values)]
+        else:
+            variables = [Var("thread", self.enc.linear_thread(q.site), self.enc.block_size())]
+            reads = [s for s in q.lhs.chain[:1] + q.rhs.chain[:1]
+                     if s.access >= 0 and self.view.accesses[s.access].kind == "read_all"]
+            if reads and relation != "in_bounds":
+                size = self.enc.nodes[self.view.buffers[reads[0].buffer][1]].value
+                variables.append(Var("value", q.site.env["slot"], size))
+        solver = self.enc.solver(self.timeout_ms)
+        solver.add(*self.base, *q.constraints, q.violated)
+        points, complete = enumerate_points(solver, variables)
+        return describe(points, variables, complete) if points else None
 
     # ----------------------------------------------------- counterexample
     def _counterexample(self, model: z3.ModelRef, q: Query, relation: str) -> Counterexample:
