@@ -25,7 +25,7 @@ FileResult = tuple[list[KernelReport], list[ErrorReport]]
 
 @dataclass
 class AuditOptions:
-    check: Options = field(default_factory=Options)
+    check: Options = field(default_factory=lambda: Options(violation_sets=False))
     jobs: int = os.cpu_count() or 1
     file_timeout_s: float = 120.0
     cache_dir: Path | None = None
@@ -153,7 +153,8 @@ def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] 
     report = Report(engine=opts.check.engine)
     report.errors.extend(errors)
     cache = Cache(opts.cache_dir) if opts.cache_dir else None
-    options = {"engine": opts.check.engine, "timeout": opts.check.timeout_s, "confirm": opts.check.confirm}
+    options = {"engine": opts.check.engine, "timeout": opts.check.timeout_s, "confirm": opts.check.confirm,
+               "violation_sets": opts.check.violation_sets}
     results: dict[str, FileResult] = {}
     keys: dict[str, str] = {}
     todo = []

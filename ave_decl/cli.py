@@ -51,16 +51,18 @@ def main() -> None:
               help="Extra directory of .dl invariant rules (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/json-schema.md).")
 @click.option("--confirm", is_flag=True, help="Replay each counterexample in the simulator and show what meets.")
+@click.option("--no-violation-sets", is_flag=True, help="Skip counting every violating lane/thread/slot.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
 def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: float | None,
-          rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, verbose: bool) -> None:
+          rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, no_violation_sets: bool, verbose: bool) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
     from .render_text import render
 
     started = time.perf_counter()
     sources, errors = read_sources(list(files))
-    report = run(sources, Options(engine, timeout, rules_dirs, engine_timeout, confirm), errors)
+    opts = Options(engine, timeout, rules_dirs, engine_timeout, confirm, not no_violation_sets)
+    report = run(sources, opts, errors)
     for k in report.kernels:
         k.timings_ms["total"] = (time.perf_counter() - started) * 1000
     if as_json:
@@ -110,11 +112,13 @@ def facts(file: str, out_dir: str) -> None:
 @click.option("--baseline", type=click.Path(exists=True, dir_okay=False), help="Known findings: mark as unchanged.")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Write the current findings as a baseline.")
 @click.option("--confirm", is_flag=True, help="Replay counterexamples in the simulator.")
+@click.option("--violation-sets", is_flag=True,
+              help="Count and describe every violating lane/thread/slot (slower: many solver queries).")
 @click.option("--time", "show_time", is_flag=True, help="Per-phase timings per kernel and in total.")
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
 def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sarif_file, cache_dir, no_cache,
-          baseline, write_baseline, confirm, show_time, quiet, verbose) -> None:
+          baseline, write_baseline, confirm, violation_sets, show_time, quiet, verbose) -> None:
     """Audit every .ave file under PATHS: parallel, cached, one bad file never stops the rest."""
     from .audit import AuditOptions
     from .audit import audit as run_audit
@@ -126,7 +130,8 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
     from .suppress import apply_baseline
     from .suppress import write_baseline as save_baseline
 
-    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm), jobs or (os.cpu_count() or 1),
+    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets),
+                        jobs or (os.cpu_count() or 1),
                         file_timeout, None if no_cache else Path(cache_dir) if cache_dir else default_dir())
     bar = None
     if sys.stdout.isatty() and not quiet:

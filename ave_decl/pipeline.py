@@ -32,6 +32,7 @@ class Options:
     rules_dirs: tuple[str, ...] = ()
     engine_timeout_s: float | None = None
     confirm: bool = False
+    violation_sets: bool = True
 
 
 @dataclass
@@ -118,7 +119,8 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
         timings["fixpoint"] = fixpoint_ms
         t1 = time.perf_counter()
         try:
-            solver = KernelSolver(KernelView.of(kf), by_kernel.get(kf.kid, {}), meta, opts.timeout_s)
+            solver = KernelSolver(KernelView.of(kf), by_kernel.get(kf.kid, {}), meta, opts.timeout_s,
+                                  opts.violation_sets)
             findings = solver.findings()
         except Exception as exc:  # noqa: BLE001
             report.errors.append(internal_error(exc, kf.source.path))

@@ -42,7 +42,8 @@ class Query:
 
 class KernelSolver:
     def __init__(self, view: KernelView, derived: dict[str, list[tuple]], metadata: dict[str, dict[str, str]],
-                 timeout_s: float):
+                 timeout_s: float, violation_sets: bool = True):
+        self.violation_sets = violation_sets
         self.view = view
         self.enc = Encoder(view)
         self.expander = Expander(view, self.enc, derived)
@@ -90,7 +91,8 @@ class KernelSolver:
                 ms = (time.perf_counter() - started) * 1000
                 finding = self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex),
                                         counterexample=cex, queries=count, solver_ms=ms)
-                finding.violation_set = self._violation_set(q, relation)
+                if self.violation_sets:
+                    finding.violation_set = self._violation_set(q, relation)
                 return finding
             if result == z3.unknown:
                 unknown_reasons.append(f"solver returned unknown ({solver.reason_unknown()})")

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import time
+
 import z3
 from pyeda.inter import And, Or, espresso_exprs, exprvar
 
 MAX_POINTS = 4096
+BUDGET_S = 3.0  # past it the set is reported as a lower bound ("N+ of M")
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,8 @@ def enumerate_points(solver: z3.Solver, variables: list[Var]) -> tuple[set[tuple
     points: set[tuple[int, ...]] = set()
     for v in variables:
         solver.add(v.term >= 0, v.term < v.size)
-    while len(points) < MAX_POINTS:
+    deadline = time.monotonic() + BUDGET_S
+    while len(points) < MAX_POINTS and time.monotonic() < deadline:
         result = solver.check()
         if result == z3.unsat:
             return points, True

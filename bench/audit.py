@@ -1,0 +1,96 @@
+"""Batch-audit throughput on a generated corpus of kernel variants (correct and mutated).
+
+  python bench/audit.py [--variants 1000] [--keep DIR]
+
+Generates variants of the example kernels (renamed kernels, shifted index constants that keep
+or break the invariants), then prints kernels/s for -j1 and -j2, cold and warm cache, batched vs
+one-fixpoint-per-kernel, and the per-phase breakdown. Figures: docs/performance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ave_decl.audit import AuditOptions, audit  # noqa: E402
+from ave_decl.pipeline import Options  # noqa: E402
+
+MUTATIONS = [
+    ("b[v] = Bs[ks + (lane // 32) * 4 + v, (w % 2) * 32 + lane % 32]", "b[v] = Bs[(w % 2) * 32 + lane % 32, ks + (lane // 32) * 4 + v]"),
+    ("a[v] = As[(w // 2) * 32 + lane % 32, ks + (lane // 32) * 4 + v]", "a[v] = As[(w // 2) * 32 + lane % 32, ks + (lane // 32) * 4 + 3 - v]"),
+    ("ta[1] == tb[0]", "ta[0] == tb[1]"),
+    ("i = t * 16 + e", "i = t * 16 + (e + 1) % 16"),
+]
+
+
+def generate(out: Path, n: int, seed: int = 0) -> list[Path]:
+    rnd = random.Random(seed)
+    bases = [p for p in sorted((ROOT / "examples").glob("*.ave"))]
+    files = []
+    for i in range(n):
+        base = rnd.choice(bases)
+        text = base.read_text()
+        text = re.sub(r"def (\w+)\(", lambda m: f"def {m.group(1)}_v{i}(", text, count=1)
+        if rnd.random() < 0.5:
+            old, new = rnd.choice(MUTATIONS)
+            text = text.replace(old, new)
+        path = out / f"v{i:05d}_{base.stem}.ave"
+        path.write_text(text)
+        files.append(path)
+    return files
+
+
+def timed(opts: AuditOptions, paths: list[str]):
+    t0 = time.perf_counter()
+    report, stats = audit(paths, opts)
+    return time.perf_counter() - t0, report, stats
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--variants", type=int, default=1000)
+    ap.add_argument("--keep", type=Path, default=None, help="write the corpus here instead of a temp dir")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ave-audit-bench-"))
+    corpus = args.keep or tmp / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    files = generate(corpus, args.variants)
+    print(f"corpus: {len(files)} kernel files in {corpus}")
+    rows = []
+    for jobs in (1, 2):
+        cache = tmp / f"cache-j{jobs}"
+        opts = AuditOptions(Options(violation_sets=False), jobs=jobs, file_timeout_s=120, cache_dir=cache)
+        cold, report, _ = timed(opts, [str(corpus)])
+        warm, report2, stats = timed(opts, [str(corpus)])
+        assert stats.cached == len(files)
+        rows.append((jobs, cold, warm, report))
+        print(f"-j{jobs}: cold {cold:7.2f} s = {len(files) / cold:7.1f} kernels/s   "
+              f"warm (cache) {warm:6.3f} s = {len(files) / warm:9.1f} kernels/s")
+    per_kernel = AuditOptions(Options(violation_sets=False), jobs=2, file_timeout_s=120, cache_dir=None, chunk=1)
+    t_single, _, _ = timed(per_kernel, [str(corpus)])
+    print(f"-j2 one fixpoint per kernel (chunk=1): {t_single:7.2f} s = {len(files) / t_single:7.1f} kernels/s; "
+          f"batched/per-kernel speedup {t_single / rows[1][1]:.2f}x")
+    report = rows[0][3]
+    totals: dict[str, float] = {}
+    for k in report.kernels:
+        for phase, ms in k.timings_ms.items():
+            totals[phase] = totals.get(phase, 0.0) + ms
+    print("per-phase (ms per kernel, -j1 cold): " + ", ".join(
+        f"{p} {totals[p] / max(1, len(report.kernels)):.1f}" for p in ("parse", "facts", "fixpoint", "solving")
+        if p in totals))
+    s = report.summary()
+    print(f"verdicts: {s}")
+    if args.keep is None:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
