@@ -15,12 +15,14 @@ __all__ = ["check", "Report", "KernelReport", "Finding", "Counterexample", "Verd
 
 
 def check(source_or_path: str | PathLike | list[str | PathLike], *, engine: str = "embedded",
-          timeout: float = 10.0, rules: tuple[str, ...] | list[str] = (), path: str = "<string>") -> Report:
+          timeout: float = 10.0, rules: tuple[str, ...] | list[str] = (), path: str = "<string>",
+          violation_sets: bool = True, confirm: bool = False) -> Report:
     """Verify kernels given as file paths, or as `.ave` source text (named by `path`)."""
     from .pipeline import Options, read_sources, run
     from .source import SourceFile
 
-    opts = Options(engine=engine, timeout_s=timeout, rules_dirs=tuple(str(r) for r in rules))
+    opts = Options(engine=engine, timeout_s=timeout, rules_dirs=tuple(str(r) for r in rules),
+                   violation_sets=violation_sets, confirm=confirm)
     items = source_or_path if isinstance(source_or_path, list) else [source_or_path]
     sources, errors = [], []
     for item in items:

@@ -111,7 +111,7 @@ class Expander:
             writer, cons = self.writer(inst, acc.stmt, sa, carrier, dist1)
             store = self.view.accesses[sa]
             size = self.enc.nodes[self.view.buffers[store.buffer][1]]
-            cons.append(self.enc.int_term(store.addr, writer.env) == self.enc.int_term(acc.addr, inst.env))
+            cons += self.same_element(store, writer, acc, inst)
             if store.kind == "write_all" and size.op == "const":
                 cons += [writer.env["slot"] >= 0, writer.env["slot"] < size.value]
             hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
@@ -121,6 +121,19 @@ class Expander:
         if not out:
             return [Alt(None, "", [], [], [Step("load", aid, acc.stmt, acc.buffer, inst)])]
         return out
+
+    def same_element(self, store, writer: Instance, load, reader: Instance) -> list[z3.BoolRef]:
+        """The store and the load touch the same element. Through a bijective layout that is
+        equality of coordinates (cheap for Z3 even when the address is swizzled); accesses out of
+        bounds are reported by ave/buffer-bounds, not followed here. Otherwise: equal addresses."""
+        if store.buffer in self.view.bijective and store.coords and len(store.coords) == len(load.coords):
+            extents = [self.enc.int_term(e, reader.env) for e in self.view.dims[store.buffer]]
+            out = []
+            for cs, cl, ext in zip(store.coords, load.coords, extents):
+                a, b = self.enc.int_term(cs, writer.env), self.enc.int_term(cl, reader.env)
+                out += [a == b, b >= 0, b < ext]
+            return out
+        return [self.enc.int_term(store.addr, writer.env) == self.enc.int_term(load.addr, reader.env)]
 
     def writer(self, reader: Instance, load_stmt: int, sa: int, carrier: int,
                dist1: int) -> tuple[Instance, list[z3.BoolRef]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import AveError, ExitCode
+from .errors import AveError, ExitCode, UsageError
 
 _EXIT_HELP = ("Exit codes: 0 clean, 1 violation, 2 usage, 3 kernel front-end error, 4 rule error, "
               "5 inconclusive (UNKNOWN and no violation), 70 internal error.")
@@ -245,6 +245,35 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
             for e in k["errors"][:5]:
                 click.echo(f"  error: {e}")
     sys.exit(1 if bad else 0)
+
+
+@main.command(epilog="Exit codes: 0 no failure found, 1 a failure was found (written to --out), 2 usage.")
+@click.option("--transform", "spec", required=True, help="module:function, an AST -> AST transformation.")
+@click.option("--examples", type=click.IntRange(min=1), default=25, show_default=True,
+              help="Kernels to draw (before shrinking).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Reproduces a run.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="fuzz-failures", show_default=True)
+@click.option("--no-simulate", is_flag=True, help="Only check printing and verification (faster).")
+def fuzz(spec: str, examples: int, seed: int, out_dir: str, no_simulate: bool) -> None:
+    """Fuzz a kernel transformation: outputs must print, verify and compute what the inputs compute."""
+    from .testing.fuzz import fuzz as run_fuzz
+    from .testing.fuzz import load_transform
+
+    try:
+        transform = load_transform(spec)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UsageError(f"cannot load --transform {spec}: {exc}") from None
+    result = run_fuzz(transform, examples, seed, Path(out_dir), simulate=not no_simulate)
+    if result.failure is None:
+        click.echo(f"ok: no failure in {result.examples} kernels (seed {seed})")
+        sys.exit(0)
+    f = result.failure
+    click.echo(f"FAILURE ({f.kind}) after {result.examples} kernels, shrunk to {f.case.spec}:")
+    click.echo(f"  {f.message}")
+    if f.detail:
+        click.echo("  " + f.detail.splitlines()[0])
+    click.echo(f"  reproduce: ave check {out_dir}/output.ave   (input: {out_dir}/input.ave, seed {seed})")
+    sys.exit(1)
 
 
 @main.group()

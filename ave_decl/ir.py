@@ -121,11 +121,33 @@ class ExprTable:
         return None
 
 
-def evaluate(table: ExprTable, eid: int, env: dict[str, int]) -> int:
-    """Concrete value of a node (booleans as 0/1), Python floor semantics for // and %."""
-    memo: dict[int, int] = {}
+def symbols(table: ExprTable, eid: int) -> set[str]:
+    """The symbol names an expression mentions."""
+    out: set[str] = set()
+    stack, seen = [eid], set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        n = table.nodes[i]
+        if n.op == "sym":
+            out.add(n.name)
+        stack.extend(n.args)
+    return out
 
-    def go(i: int) -> int:
+
+def evaluate(table: ExprTable, eid: int, env: dict):
+    """Concrete value of a node (booleans as 0/1), Python floor semantics for // and %.
+
+    `env` values may be ints or integer numpy arrays (then the result is an array: every
+    point of a finite domain at once)."""
+    import numpy as np
+
+    memo: dict[int, object] = {}
+    vector = any(isinstance(v, np.ndarray) for v in env.values())
+
+    def go(i: int):
         if i in memo:
             return memo[i]
         n = table.nodes[i]
@@ -133,6 +155,8 @@ def evaluate(table: ExprTable, eid: int, env: dict[str, int]) -> int:
             r = n.value
         elif n.op == "sym":
             r = env[n.name]
+        elif vector and n.op in _VECTOR:
+            r = _VECTOR[n.op](*[go(a) for a in n.args])
         elif n.op == "land":
             r = int(bool(go(n.args[0])) and bool(go(n.args[1])))
         elif n.op == "lor":
@@ -145,6 +169,36 @@ def evaluate(table: ExprTable, eid: int, env: dict[str, int]) -> int:
         return r
 
     return go(eid)
+
+
+def _vector_ops():
+    import numpy as np
+
+    return {
+        "eq": lambda a, b: (np.asarray(a) == b).astype(np.int64), "ne": lambda a, b: (np.asarray(a) != b).astype(np.int64),
+        "lt": lambda a, b: (np.asarray(a) < b).astype(np.int64), "le": lambda a, b: (np.asarray(a) <= b).astype(np.int64),
+        "gt": lambda a, b: (np.asarray(a) > b).astype(np.int64), "ge": lambda a, b: (np.asarray(a) >= b).astype(np.int64),
+        "min": np.minimum, "max": np.maximum,
+        "land": lambda a, b: np.logical_and(a, b).astype(np.int64),
+        "lor": lambda a, b: np.logical_or(a, b).astype(np.int64),
+        "lnot": lambda a: np.logical_not(a).astype(np.int64),
+    }
+
+
+class _LazyOps(dict):
+    def __missing__(self, key):
+        self.update(_vector_ops())
+        if key not in self:
+            raise KeyError(key)
+        return self[key]
+
+    def __contains__(self, key) -> bool:
+        if not dict.__len__(self):
+            self.update(_vector_ops())
+        return dict.__contains__(self, key)
+
+
+_VECTOR = _LazyOps()
 
 
 def _floordiv(a: int, b: int) -> int:

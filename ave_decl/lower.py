@@ -14,7 +14,7 @@ from .errors import FrontEndError
 from .facts import KernelFacts
 from .instructions import INSTRUCTIONS, MODULES, Instruction
 from .ir import BINARY_OPS, BOOL_OPS, UNARY_OPS, ExprTable
-from .layout import AnyLayout, Composed, Layout, Swizzle, col_major, row_major
+from .layout import AnyLayout, Composed, Layout, Swizzle, col_major, is_bijective, row_major
 from .source import SourceFile, Span
 
 DTYPES = {"bf16", "f16", "f32", "f64", "fp8", "bf8", "i8", "i32", "u32", "i64"}
@@ -506,6 +506,9 @@ class KernelLowering:
         self.facts.add("buffer", buf.id, buf.space, size)
         for d, extent in enumerate(buf.shape):
             self.facts.add("buffer_dim", buf.id, d, extent)
+        if buf.const_shape is not None and (buf.layout is None or is_bijective(buf.layout, prod(buf.const_shape))):
+            # in-bounds coordinates and addresses determine each other: Z3 may compare coordinates
+            self.facts.add("layout_bijective", buf.id)
 
     # ----------------------------------------------------------- statements
     def lower(self) -> KernelFacts:
