@@ -25,7 +25,7 @@ _QUERY_MS = 2000
 
 def _unsat(enc: Encoder, constraints: list[z3.BoolRef]) -> bool:
     s = enc.solver(_QUERY_MS)
-    s.add(*constraints)
+    s.add(*constraints, *enc.side)
     return s.check() == z3.unsat
 
 

@@ -42,6 +42,9 @@ class Encoder:
         self.ctx = z3.Context()
         self.sizes: dict[str, z3.ArithRef] = {}
         self._counter = itertools.count()
+        self.ranges: dict[int, tuple[int, int]] = {}  # z3 ast id of a variable -> known [lo, hi]
+        self.side: list[z3.BoolRef] = []  # definitional constraints of bit decompositions
+        self._bits: dict[int, list[z3.BoolRef]] = {}
 
     def int_var(self, name: str) -> z3.ArithRef:
         return z3.Int(name, self.ctx)
@@ -77,6 +80,58 @@ class Encoder:
     def bool_term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.BoolRef:
         return as_bool(self.term(eid, env))
 
+    def interval(self, term: z3.ExprRef) -> tuple[int, int] | None:
+        """Known bounds of a term: constants, ranged variables, and + - * // % & >> over them."""
+        if z3.is_int_value(term):
+            v = term.as_long()
+            return v, v
+        if z3.is_const(term):
+            return self.ranges.get(term.get_id())
+        if not z3.is_app(term) or term.num_args() != 2:
+            return None
+        k = term.decl().kind()
+        a, b = self.interval(term.arg(0)), self.interval(term.arg(1))
+        if a is None or b is None:
+            return None
+        if k == z3.Z3_OP_ADD:
+            return a[0] + b[0], a[1] + b[1]
+        if k == z3.Z3_OP_SUB:
+            return a[0] - b[1], a[1] - b[0]
+        if k == z3.Z3_OP_MUL and b[0] == b[1]:
+            lo, hi = a[0] * b[0], a[1] * b[0]
+            return min(lo, hi), max(lo, hi)
+        if k == z3.Z3_OP_MUL and a[0] == a[1]:
+            lo, hi = b[0] * a[0], b[1] * a[0]
+            return min(lo, hi), max(lo, hi)
+        if k in (z3.Z3_OP_IDIV, z3.Z3_OP_DIV) and b[0] == b[1] and b[0] > 0:
+            return a[0] // b[0], a[1] // b[0]
+        if k == z3.Z3_OP_MOD and b[0] == b[1] and b[0] > 0:
+            return (a[0], a[1]) if a[0] >= 0 and a[1] < b[0] else (0, b[0] - 1)
+        return None
+
+    def bits_of(self, term: z3.ArithRef, width: int) -> list[z3.BoolRef]:
+        """Boolean bits of a term known to lie in [0, 2^width): term == sum(bit_i * 2^i)."""
+        key = term.get_id()
+        if key not in self._bits:
+            bits = [z3.Bool(self.fresh("bit"), self.ctx) for _ in range(width)]
+            self.side.append(term == z3.Sum([z3.If(b, 2 ** i, 0) for i, b in enumerate(bits)]))
+            self._bits[key] = bits
+        return self._bits[key]
+
+    def _bitwise(self, op: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef | None:
+        """`^ & |` on small non-negative operands as Boolean bits (much faster than Int2BV)."""
+        ia, ib = self.interval(a), self.interval(b)
+        if ia is None or ib is None or ia[0] < 0 or ib[0] < 0 or max(ia[1], ib[1]) >= 1 << 16:
+            return None
+        width = max(1, max(ia[1], ib[1]).bit_length())
+        if op == "and" and ib[0] == ib[1]:  # a mask: no bits needed for the constant
+            bits = self.bits_of(a, width)
+            return z3.Sum([z3.If(bits[i], 2 ** i, 0) for i in range(width) if (ib[0] >> i) & 1] or
+                          [z3.IntVal(0, self.ctx)])
+        xa, xb = self.bits_of(a, width), self.bits_of(b, width)
+        f = {"xor": z3.Xor, "and": z3.And, "or": z3.Or}[op]
+        return z3.Sum([z3.If(f(xa[i], xb[i]), 2 ** i, 0) for i in range(width)])
+
     def _term(self, eid: int, env, memo) -> z3.ExprRef:
         if eid in memo:
             return memo[eid]
@@ -92,7 +147,11 @@ class Encoder:
                 raise KeyError(f"symbol {n.name} has no value in this context")
         else:
             args = [self._term(a, env, memo) for a in n.args]
-            r = _apply(n.op, args, [self.nodes[a] for a in n.args])
+            r = None
+            if n.op in ("xor", "and", "or"):
+                r = self._bitwise(n.op, as_int(args[0]), as_int(args[1]))
+            if r is None:
+                r = _apply(n.op, args, [self.nodes[a] for a in n.args])
         memo[eid] = r
         return r
 
@@ -138,6 +197,7 @@ class Encoder:
                 t = self.int_var(f"{tag}.tid{d}")
                 inst.env[f"tid:{d}"] = t
                 inst.constraints += [t >= 0, t < extent]
+                self.ranges[t.get_id()] = (0, extent - 1)
         given = loops or {}
         for h in self.view.enclosing_loops(stmt):
             info = self.view.loops[h]
@@ -147,6 +207,9 @@ class Encoder:
             x = self.int_var(f"{tag}.{info.var}")
             inst.env[f"loop:{h}"] = x
             inst.constraints += self.loop_range(h, x, inst.env)
+            lo, hi = self.nodes[info.lo], self.nodes[info.hi]
+            if lo.op == "const" and hi.op == "const":
+                self.ranges[x.get_id()] = (lo.value, hi.value - 1)
         inst.env["slot"] = self.int_var(f"{tag}.slot")
         if with_guards:
             for cond, pol in self.view.all_guards(stmt):

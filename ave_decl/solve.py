@@ -84,7 +84,7 @@ class KernelSolver:
                 continue
             count += 1
             solver = self.enc.solver(self.timeout_ms)
-            solver.add(*self.base, *q.constraints, q.violated)
+            solver.add(*self.base, *q.constraints, q.violated, *self.enc.side)
             result = solver.check()
             if result == z3.sat:
                 cex = self._counterexample(solver.model(), q, relation)
@@ -188,7 +188,7 @@ class KernelSolver:
                 size = self.enc.nodes[self.view.buffers[reads[0].buffer][1]].value
                 variables.append(Var("value", q.site.env["slot"], size))
         solver = self.enc.solver(self.timeout_ms)
-        solver.add(*self.base, *q.constraints, q.violated)
+        solver.add(*self.base, *q.constraints, q.violated, *self.enc.side)
         points, complete = enumerate_points(solver, variables)
         return describe(points, variables, complete) if points else None
 

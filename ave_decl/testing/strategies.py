@@ -53,7 +53,7 @@ class GemmSpec:
 class KernelCase:
     spec: GemmSpec
     text: str
-    module: A.Module = field(compare=False)
+    module: A.Module = field(compare=False, repr=False)
 
     @property
     def sizes(self) -> dict[str, int]:
