@@ -52,9 +52,11 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/json-schema.md).")
 @click.option("--confirm", is_flag=True, help="Replay each counterexample in the simulator and show what meets.")
 @click.option("--no-violation-sets", is_flag=True, help="Skip counting every violating lane/thread/slot.")
+@click.option("--time", "show_time", is_flag=True, help="Per-phase timings per kernel and in total (stderr).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
 def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: float | None,
-          rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, no_violation_sets: bool, verbose: bool) -> None:
+          rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, no_violation_sets: bool, show_time: bool,
+          verbose: bool) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
     from .render_text import render
@@ -69,6 +71,10 @@ def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: f
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(render(report, {s.path: s for s in sources}, verbose=verbose), nl=False)
+    if show_time:
+        from .render_text import render_timings
+
+        click.echo(render_timings(report), err=True)
     sys.exit(report.exit_code)
 
 

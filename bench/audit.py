@@ -78,6 +78,16 @@ def main() -> None:
     t_single, _, _ = timed(per_kernel, [str(corpus)])
     print(f"-j2 one fixpoint per kernel (chunk=1): {t_single:7.2f} s = {len(files) / t_single:7.1f} kernels/s; "
           f"batched/per-kernel speedup {t_single / rows[1][1]:.2f}x")
+    from ave_decl.datalog.souffle_engine import find_souffle
+
+    if find_souffle():
+        sopts = AuditOptions(Options(engine="souffle", violation_sets=False), jobs=2, file_timeout_s=120,
+                             cache_dir=None)
+        t_souffle, _, _ = timed(sopts, [str(corpus)])
+        print(f"-j2 souffle engine (cold): {t_souffle:7.2f} s = {len(files) / t_souffle:7.1f} kernels/s; "
+              f"embedded/souffle time ratio {rows[1][1] / t_souffle:.2f}")
+    else:
+        print("souffle: not found (set AVE_SOUFFLE or put it on PATH to compare engines)")
     report = rows[0][3]
     totals: dict[str, float] = {}
     for k in report.kernels:
