@@ -9,6 +9,7 @@ every other file still gets its verdict.
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
 import os
 import time
 from dataclasses import dataclass, field
@@ -97,7 +98,8 @@ class _Task:
 
 def _run_parallel(chunks: list[list[str]], opts: AuditOptions, done: Callable[[dict[str, FileResult]], None],
                   stats: AuditStats) -> None:
-    ctx = mp.get_context("fork")
+    # fork is fast, but not safe once JAX (multithreaded) is loaded in this process: then spawn
+    ctx = mp.get_context("spawn" if "jax" in sys.modules else "fork")
     pending = list(chunks)
     running: list[_Task] = []
     while pending or running:

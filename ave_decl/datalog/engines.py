@@ -7,6 +7,7 @@ Soufflé is a subprocess already and takes the timeout itself.
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
 import re
 from typing import Protocol
 
@@ -45,7 +46,8 @@ def _child(engine: ClingoEngine, facts, conn) -> None:
 
 def run_in_worker(engine: ClingoEngine, facts: dict[str, list[tuple]], timeout: float) -> dict[str, list[tuple]]:
     """Run the embedded engine in a forked process; kill it after `timeout` seconds."""
-    ctx = mp.get_context("fork")
+    # fork is fast, but not safe once JAX (multithreaded) is loaded in this process: then spawn
+    ctx = mp.get_context("spawn" if "jax" in sys.modules else "fork")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(engine, facts, child), daemon=True)
     proc.start()
