@@ -59,3 +59,17 @@ class RuleError(AveError):
 class UsageError(AveError):
     exit_code = ExitCode.USAGE
     kind = "usage"
+
+
+class EngineUnavailable(AveError):
+    """The requested Datalog engine cannot run here (e.g. no 32-bit souffle)."""
+
+    exit_code = ExitCode.USAGE
+    kind = "usage"
+
+
+class EngineTimeout(AveError):
+    """The Datalog fixpoint did not finish in time: every kernel of the run is UNKNOWN."""
+
+    exit_code = ExitCode.INCONCLUSIVE
+    kind = "timeout"

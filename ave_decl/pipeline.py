@@ -12,8 +12,7 @@ from pathlib import Path
 
 from .datalog.engines import ENGINES, make_engine
 from .datalog.ruleset import load_rules, rule_metadata
-from .datalog.souffle_engine import EngineTimeout
-from .errors import AveError, ExitCode, UsageError
+from .errors import AveError, EngineTimeout, ExitCode, UsageError
 from .facts import KernelFacts, merge
 from .lower import lower_module
 from .parser import parse_source

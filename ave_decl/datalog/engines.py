@@ -7,14 +7,14 @@ Soufflé is a subprocess already and takes the timeout itself.
 from __future__ import annotations
 
 import multiprocessing as mp
-import sys
 import re
+import sys
 from typing import Protocol
 
-from ..errors import AveError, RuleError
+from ..errors import AveError, EngineTimeout, RuleError
 from .clingo_engine import ClingoEngine
 from .program import Program
-from .souffle_engine import EngineTimeout, SouffleEngine
+from .souffle_engine import SouffleEngine
 
 ENGINES = ("embedded", "souffle")
 

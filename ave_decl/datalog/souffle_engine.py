@@ -17,23 +17,13 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import AveError, ExitCode, RuleError
+from ..errors import EngineTimeout, EngineUnavailable, RuleError
 from ..source import Span
 from .program import Program
 
 _ERROR = re.compile(r"^(Error|Warning): (?P<msg>.*?) in file (?P<file>.+?) at line (?P<line>\d+)\s*$")
 _RUNTIME = re.compile(r"in file (?P<file>.+?) \[(?P<line>\d+):(?P<col>\d+)-\d+:\d+\]")
 _INCLUDE_ERR = re.compile(r"^(?P<file>.+?):(?P<line>\d+): error: (?P<msg>.*)$")
-
-
-class EngineUnavailable(AveError):
-    exit_code = ExitCode.USAGE
-    kind = "usage"
-
-
-class EngineTimeout(AveError):
-    exit_code = ExitCode.INCONCLUSIVE
-    kind = "timeout"
 
 
 def find_souffle() -> str | None:
