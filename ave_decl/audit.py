@@ -147,10 +147,13 @@ def _failed(path: str, status: str, why: str) -> FileResult:
     return [], [err]
 
 
-def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] | None = None
-          ) -> tuple[Report, AuditStats]:
+def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] | None = None,
+          start: Callable[[int], None] | None = None) -> tuple[Report, AuditStats]:
+    """`start(total)` is called once the files are known; `progress(n)` as files finish."""
     started = time.perf_counter()
     files, errors = discover(paths)
+    if start:
+        start(len(files))
     stats = AuditStats(files=len(files))
     report = Report(engine=opts.check.engine)
     report.errors.extend(errors)

@@ -7,7 +7,7 @@ iteration, address equality), and the program points passed, for the report.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 import z3
@@ -41,7 +41,6 @@ class Alt:
     constraints: list[z3.BoolRef]
     chain: list[Step]
     unknown: str = ""  # non-empty: this path could not be followed (reason)
-    extras: dict[str, z3.ArithRef] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=None)
@@ -117,7 +116,7 @@ class Expander:
             hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
             for sub in self.value(self.view.store_value[sa], writer, seen + (aid,)):
                 out.append(Alt(sub.tag, sub.tag_name, sub.coords, cons + sub.constraints, hop + sub.chain,
-                               sub.unknown, sub.extras))
+                               sub.unknown))
         if not out:
             return [Alt(None, "", [], [], [Step("load", aid, acc.stmt, acc.buffer, inst)])]
         return out

@@ -139,16 +139,17 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
     opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets),
                         jobs or (os.cpu_count() or 1),
                         file_timeout, None if no_cache else Path(cache_dir) if cache_dir else default_dir())
-    bar = None
+    bars: list = []
     if sys.stdout.isatty() and not quiet:
         from tqdm import tqdm
 
-        from .audit import discover
+        def start(total: int) -> None:
+            bars.append(tqdm(total=total, unit="file", leave=False))
 
-        bar = tqdm(total=len(discover(list(paths))[0]), unit="file", leave=False)
-    report, stats = run_audit(list(paths), opts, progress=bar.update if bar else None)
-    if bar:
-        bar.close()
+        report, stats = run_audit(list(paths), opts, progress=lambda n: bars[0].update(n), start=start)
+        bars[0].close()
+    else:
+        report, stats = run_audit(list(paths), opts)
     if baseline:
         apply_baseline(report, Path(baseline))
         from .pipeline import kernel_verdict

@@ -5,7 +5,7 @@ facts; every error is a FrontEndError with the offending span (exit code 3).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 from typing import Union
 
@@ -407,10 +407,8 @@ class KernelLowering:
     def _linear_thread(self) -> int:
         assert self.launch is not None
         tid = self.t.const(0)
-        sizes = self.launch.block_sizes or ()
         for d in reversed(range(len(self.launch.block))):
             tid = self.t.op("add", self.t.op("mul", tid, self.launch.block[d]), self.t.sym(f"tid:{d}"))
-        del sizes
         return tid
 
     # ------------------------------------------------------------ launch

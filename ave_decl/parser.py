@@ -186,8 +186,6 @@ class _Build(SpanTransformer):
     @v_args(meta=True)
     def unary(self, meta, items):
         op, operand = items
-        if str(op) == "-" and isinstance(operand, (A.Int, A.Float)) and not isinstance(operand, A.Bool):
-            pass  # keep as UnaryOp so the printer round-trips exactly
         return A.UnaryOp(str(op), operand, self._span(meta))
 
     @v_args(meta=True)

@@ -67,11 +67,9 @@ def front_end(sources: list[SourceFile]) -> Frontend:
             t1 = time.perf_counter()
             kernels = lower_module(module, src, kid)
             for kf in kernels:
-                t2 = time.perf_counter()
                 add_semantic_facts(kf)
                 out.timings[kf.kid] = {"parse": (t1 - t0) * 1000 / len(kernels),
                                        "facts": (time.perf_counter() - t1) * 1000 / len(kernels)}
-                del t2
             out.kernels.extend(kernels)
             kid += len(kernels)
         except AveError as exc:

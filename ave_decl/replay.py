@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .report import Counterexample, Finding
+from .report import Finding
 from .source import SourceFile
 
 MAX_ELEMENTS = 1 << 24  # do not replay sizes whose tensors would exceed this many elements
@@ -67,7 +67,3 @@ def replay(src: SourceFile, kernel: str, finding: Finding) -> Replay:
     same = lhs == c.lhs.tag and rhs == c.rhs.tag
     detail = f"thread {c.thread_linear} slot {slot}: lhs tag {lhs}, rhs tag {rhs}"
     return Replay(same, detail if same else f"mismatch with the report: {detail}", {"lhs": lhs, "rhs": rhs})
-
-
-def counterexample_block(c: Counterexample, grid_rank: int) -> tuple[int, ...]:
-    return tuple(c.block[:grid_rank])

@@ -231,7 +231,7 @@ class Simulator:
     # --------------------------------------------------------- statements
     def _call_stmt(self, e: A.Call, s) -> None:
         name = e.func_name
-        if name in ("syncthreads", "reset_tags_noop"):
+        if name == "syncthreads":  # lockstep execution orders the phases already
             return
         if name == "assume":
             for a in e.args:

@@ -255,9 +255,7 @@ class KernelSolver:
 
     def _point(self, step: Step, ev) -> ChainPoint:
         span = self.view.span(step.stmt)
-        space = self.view.buffers[step.buffer][0]
-        thread = ev(self.enc.linear_thread(step.inst)) if space != "global" or step.role != "source" else \
-            ev(self.enc.linear_thread(step.inst))
+        thread = ev(self.enc.linear_thread(step.inst))
         note = ""
         acc = self.view.accesses[step.access]
         if acc.kind in ("read_all", "write_all"):

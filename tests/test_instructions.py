@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import itertools
 
-import numpy as np
 import pytest
 
 from ave_decl import printer
