@@ -19,6 +19,7 @@ from .smt import Encoder, Instance, as_int
 from .view import KernelView
 
 MAX_DEPTH = 24
+KILL_DEPTH = 3  # later iterations instantiated per overwriting store (covers pipelines of up to 3 stages)
 
 
 @dataclass
@@ -111,6 +112,7 @@ class Expander:
             store = self.view.accesses[sa]
             size = self.enc.nodes[self.view.buffers[store.buffer][1]]
             cons += self.same_element(store, writer, acc, inst)
+            cons += self.not_overwritten(sa, writer, carrier, acc, inst)
             if store.kind == "write_all" and size.op == "const":
                 cons += [writer.env["slot"] >= 0, writer.env["slot"] < size.value]
             hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
@@ -133,6 +135,61 @@ class Expander:
                 out += [a == b, b >= 0, b < ext]
             return out
         return [self.enc.int_term(store.addr, writer.env) == self.enc.int_term(load.addr, reader.env)]
+
+    def not_overwritten(self, sa: int, writer: Instance, carrier: int, load, reader: Instance) -> list[z3.BoolRef]:
+        """Per-address kill by instantiation: a later execution of a store into the same buffer by
+        the writer's own thread (same inner-loop values, an iteration of an enclosing loop of the
+        reader between the writer's and the reader's) that definitely writes the element read
+        overwrote the writer's value. Each instantiation of "no store in between wrote it" is a
+        necessary condition, so adding it keeps the alternatives an over-approximation; it is what
+        lets multi-stage buffers (stage = iteration mod S) and unrolled register writes verify."""
+        store = self.view.accesses[sa]
+        if self.view.buffers[store.buffer][0] == "global":
+            return []
+        reader_loops = self.view.enclosing_loops(load.stmt)
+        out: list[z3.BoolRef] = []
+        for other in self.view.accesses.values():
+            if other.buffer != store.buffer or other.kind not in ("store", "write_all"):
+                continue
+            for h in self.view.enclosing_loops(other.stmt):
+                if h not in reader_loops:
+                    continue
+                step = self.enc.nodes[self.view.loops[h].step].value
+                i = reader.env[f"loop:{h}"]
+                same_iter_ok = other.stmt < load.stmt  # program order inside one iteration
+                writer_j = writer.env.get(f"loop:{h}") if h in self.view.enclosing_loops(store.stmt) else None
+                candidates = [i - m * step for m in range(0 if same_iter_ok else 1, KILL_DEPTH + 1)]
+                if writer_j is not None:
+                    candidates += [writer_j + m * step for m in range(1, KILL_DEPTH + 1)]
+                for j2 in candidates:
+                    out.append(z3.Not(self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader,
+                                                  sa)))
+        return out
+
+    def _kills(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
+               reader: Instance, sa: int) -> z3.BoolRef:
+        given = {}
+        names = {self.view.loops[g].var: g for g in self.view.enclosing_loops(writer.stmt)}
+        outer = set(self.view.enclosing_loops(h))
+        for g in self.view.enclosing_loops(other.stmt):
+            if g == h:
+                given[g] = j2
+            elif g in outer:
+                given[g] = reader.env[f"loop:{g}"]
+            elif self.view.loops[g].var in names:  # inner loop: the writer's value of the same-named loop
+                given[g] = writer.env[f"loop:{names[self.view.loops[g].var]}"]
+        space = self.view.buffers[other.buffer][0]
+        inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer, loops=given)
+        if space == "local" or other.kind == "write_all":
+            inst.env["slot"] = reader.env["slot"]
+        cond = list(inst.constraints)
+        for g, v in given.items():
+            cond += self.enc.loop_range(g, v, inst.env)
+        cond.append(j2 < i if not same_iter_ok else j2 <= i)
+        if writer_j is not None:
+            cond.append(j2 > writer_j)
+        cond += self.same_element(other, inst, load, reader)
+        return z3.And(*cond)
 
     def writer(self, reader: Instance, load_stmt: int, sa: int, carrier: int,
                dist1: int) -> tuple[Instance, list[z3.BoolRef]]:

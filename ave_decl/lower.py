@@ -93,7 +93,7 @@ Val = Union[IVal, BVal, DVal, Buffer, LayoutVal, DType, Builtin, InstrVal, Condi
 BUILTINS = {
     "assume", "tag", "assert_tag_eq", "assert_tag", "reset_tags", "syncthreads", "thread_id", "block_id",
     "lane_id", "wave_id", "warp_id", "shared", "local", "row_major", "col_major", "layout", "swizzle", "range",
-    "min", "max", *ELEMENTWISE,
+    "min", "max", "async_copy", "async_wait", *ELEMENTWISE,
 }
 
 
@@ -502,6 +502,7 @@ class KernelLowering:
         for d in buf.shape:
             size = self.t.op("mul", size, d)
         self.facts.add("buffer", buf.id, buf.space, size)
+        self.facts.add("buffer_type", buf.id, buf.dtype)
         for d, extent in enumerate(buf.shape):
             self.facts.add("buffer_dim", buf.id, d, extent)
         if buf.const_shape is not None and (buf.layout is None or is_bijective(buf.layout, prod(buf.const_shape))):
@@ -618,6 +619,12 @@ class KernelLowering:
             self._arity(e, 0, 0)
             sid = self._node("barrier", s.span)
             self.facts.add("barrier", sid)
+        elif name == "async_wait":
+            self._arity(e, 0, 0)
+            sid = self._node("async_wait", s.span)
+            self.facts.add("async_wait", sid)
+        elif name == "async_copy":
+            self._async_copy(e, s)
         elif name == "assume":
             if not e.args:
                 raise self.err("assume() needs at least one condition", e)
@@ -646,6 +653,29 @@ class KernelLowering:
             raise self.err(f"{name}(...) computes a value; assign it to a name", e)
         else:
             raise self.err(f"undefined name '{name}'", e.func)
+
+    def _async_copy(self, e: A.Call, s: A.Stmt) -> None:
+        """`async_copy(dst[i..], src[j..])`: a store into shared memory whose data lands at an
+        unknown time before the issuing thread's next `async_wait()` (ave/async-copy-wait)."""
+        self._arity(e, 2, 2)
+        dst, src = e.args
+        if not (isinstance(dst, A.Subscript) and isinstance(dst.value, A.Name)):
+            raise self.err("async_copy(dst[...], src[...]) needs an indexed shared buffer as destination", dst)
+        buf = self.lookup(dst.value)
+        if not isinstance(buf, Buffer) or buf.space != "shared":
+            raise self.err("the destination of async_copy must be a shared buffer", dst.value)
+        if not (isinstance(src, A.Subscript) and isinstance(src.value, A.Name)):
+            raise self.err("async_copy(dst[...], src[...]) needs an indexed global tensor as source", src)
+        sbuf = self.lookup(src.value)
+        if not isinstance(sbuf, Buffer) or sbuf.space != "global":
+            raise self.err("the source of async_copy must be a global tensor", src.value)
+        self._node("store", s.span)
+        v = self.eval(src)
+        assert isinstance(v, DVal)
+        coords = self._coords(buf, dst.indices, dst)
+        aid = self._access(buf, "store", coords, self._address(buf, coords))
+        self.facts.add("store_value", aid, v.vid)
+        self.facts.add("async_store", aid)
 
     def _buffer_arg(self, e: A.Expr, fn: str) -> Buffer:
         if isinstance(e, A.Name):

@@ -140,7 +140,7 @@ def confirm_findings(kf: KernelFacts, findings) -> None:
     from .replay import replay
 
     for f in findings:
-        if f.counterexample is None:
+        if f.counterexample is None or f.severity != "error":  # performance warnings are not replayed
             continue
         try:
             f.replay = asdict(replay(kf.source, kf.name, f))

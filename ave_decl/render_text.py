@@ -52,7 +52,7 @@ def _kernel(k: KernelReport, cache: _Sources, verbose: bool) -> list[str]:
 
 
 def _finding(f: Finding, cache: _Sources) -> list[str]:
-    level = _LEVEL[f.verdict]
+    level = "warning" if f.severity != "error" and f.verdict == Verdict.VIOLATION else _LEVEL[f.verdict]
     lines = [f"{level}[{f.invariant}]: {f.title}: {f.message}", f"  --> {f.location}"]
     src = cache.get(f.location.file)
     if src is not None:
@@ -90,6 +90,10 @@ def _table(c: Counterexample) -> list[str]:
     for side in (c.lhs, c.rhs):
         if side.kind == "index":
             rows.append((side.label, str(tuple(side.coordinates))))
+            continue
+        if side.kind == "access":
+            thread = side.chain[0].thread if side.chain else None
+            rows.append((side.label, f"thread {thread} (lane {side.lane}): {side.tag_name}{tuple(side.coordinates)}"))
             continue
         where = []
         if side.lane is not None and c.instruction:

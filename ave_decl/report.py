@@ -55,7 +55,7 @@ class Side:
     tag_name: str
     tag: list[int]
     chain: list[ChainPoint]
-    kind: str = "tag"  # "tag": a tagged value; "index": coordinates only (bounds checks)
+    kind: str = "tag"  # "tag": a tagged value; "index": coordinates only; "access": a memory access (tag_name = buffer)
 
 
 @dataclass
@@ -96,8 +96,9 @@ class Finding:
 
     @property
     def counts(self) -> bool:
-        """Whether the finding decides the verdict and exit code (suppressed ones do not)."""
-        return self.suppression is None
+        """Whether the finding decides the verdict and exit code (suppressed ones and performance
+        warnings do not)."""
+        return self.suppression is None and self.severity == "error"
 
 
 @dataclass

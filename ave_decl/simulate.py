@@ -27,6 +27,7 @@ from .errors import FrontEndError
 from .instructions import Instruction, OperandMap
 from .layout import AnyLayout, Composed, Layout, Swizzle, col_major, row_major
 from .lower import DTYPES, resolve_imports
+from .race_detector import RaceDetector
 from .source import SourceFile
 
 LMAX = 6  # tag components carried per element
@@ -91,6 +92,8 @@ class SimResult:
     errors: list[str] = field(default_factory=list)
     probes: list[dict] = field(default_factory=list)
     reference: dict | None = None
+    races: list[dict] = field(default_factory=list)  # race_detector.RaceDetector.report()
+    write_counts: dict[str, np.ndarray] = field(default_factory=dict)  # global output -> stores per element
 
     @property
     def shadow_ok(self) -> bool:
@@ -134,6 +137,8 @@ class Simulator:
         self.block = tuple(self._const(e) for e in _elts(dec.kwarg("block")))
         group = dec.kwarg("wave") or dec.kwarg("warp")
         self.group = self._const(group) if group is not None else 64
+        # the unit that executes shared-memory operations in order: a wave (AMD), a thread (NVIDIA)
+        ordered = self.group if dec.kwarg("warp") is None else 1
         all_blocks = list(np.ndindex(*self.grid))
         # a requested block may carry trailing zeros (reports give 3 dimensions): keep the grid's rank
         self.block_ids = [tuple(b)[:len(self.grid)] for b in (blocks if blocks is not None else all_blocks)]
@@ -143,6 +148,9 @@ class Simulator:
         self.B, self.T = len(self.block_ids), math.prod(self.block)
         self.shape = (self.B, self.T)
         self.active = jnp.ones(self.shape, bool)
+        self.races = RaceDetector(self.B, self.T, np.arange(self.T) // ordered)
+        self.write_counts: dict[str, np.ndarray] = {}
+        self.pending: list[tuple] = []  # async copies in flight: (buffer, index, data, stmt, issuing threads)
         bids = np.array(self.block_ids, dtype=np.int32).reshape(self.B, len(self.grid))
         self.bid = [jnp.broadcast_to(jnp.asarray(bids[:, d])[:, None], self.shape) for d in range(len(self.grid))]
         lin = np.arange(self.T)
@@ -188,9 +196,11 @@ class Simulator:
     def run(self) -> SimResult:
         for s in self.k.body:
             self.stmt(s)
+        self._land_copies()
         outputs = {n: np.asarray(b.data) for n, b in self.buffers.items() if b.space == "global" and b.written}
         failures = sorted(self.failures.values(), key=lambda f: (f.line, f.invariant))
-        return SimResult(self.sizes, self.block_ids, self.inputs, outputs, failures, self.errors, self.probes)
+        return SimResult(self.sizes, self.block_ids, self.inputs, outputs, failures, self.errors, self.probes,
+                         races=self.races.report(), write_counts=dict(self.write_counts))
 
     def stmt(self, s: A.Stmt) -> None:
         if isinstance(s, A.Pass):
@@ -231,8 +241,13 @@ class Simulator:
     # --------------------------------------------------------- statements
     def _call_stmt(self, e: A.Call, s) -> None:
         name = e.func_name
-        if name == "syncthreads":  # lockstep execution orders the phases already
+        if name == "syncthreads":  # lockstep execution orders the phases; the race detector counts them
+            self.races.barrier()
             return
+        if name == "async_wait":
+            return self._land_copies()
+        if name == "async_copy":
+            return self._async_copy(e, s)
         if name == "assume":
             for a in e.args:
                 if not bool(jnp.all(jnp.asarray(self.eval(a)) != 0)):
@@ -275,6 +290,26 @@ class Simulator:
                 old.shape == self.shape else v
         else:
             self.env[name] = v
+
+    def _async_copy(self, e: A.Call, s) -> None:
+        """Read the source now; the data lands in shared memory at the issuing threads' next
+        `async_wait()` (the latest moment the hardware may deliver it), so a read before the wait
+        sees the old contents and is recorded as an ASYNC race."""
+        dst, src = e.args
+        data = self.eval(src)
+        buf = self.env[dst.value.id]  # type: ignore[union-attr]
+        idx = [self._index(i) for i in dst.indices]  # type: ignore[union-attr]
+        self.pending.append((buf, idx, data, s, self.active))
+
+    def _land_copies(self) -> None:
+        pending, self.pending = self.pending, []
+        saved = self.active
+        for buf, idx, data, s, active in pending:
+            self.active = active & saved
+            self._store(buf, idx, data, s)
+        self.active = saved
+        # copies of threads that did not wait stay in flight
+        self.pending = [(b, i, d, s, a & ~saved) for b, i, d, s, a in pending if bool(jnp.any(a & ~saved))]
 
     def _merge(self, new: Data, old: Data) -> Data:
         m = self.active
@@ -344,6 +379,7 @@ class Simulator:
             v = buf.data.reshape(-1)[safe]
         elif buf.space == "shared":
             v = buf.data[b, safe]
+            self._race_check(buf, "load", ok, addr, node)
         else:
             v = buf.data[b, jnp.arange(self.T)[None, :], safe]
         v = jnp.where(ok, v, 0.0)
@@ -357,6 +393,26 @@ class Simulator:
             t = jnp.arange(self.T)[None, :]
             tag, arity = buf.tag[b, t, safe], buf.arity[b, t, safe]  # type: ignore[index]
         return Data(v, tag, jnp.where(ok, arity, 0))
+
+    def _check_stored_tag(self, buf: Buf, idx: list[jnp.ndarray], data: Data, s) -> None:
+        """A store into a tagged buffer must store the element the tag names (ave/epilogue-placement,
+        ave/shared-round-trip)."""
+        want, want_ar = self._tag_of(buf, idx)
+        holds = (data.arity == want_ar) & jnp.all(data.tag == want, axis=-1)
+        inv = "ave/epilogue-placement" if buf.space == "global" else "ave/shared-round-trip"
+        self._record(inv, s, holds[..., None], data.tag[:, :, None], data.arity[..., None], want[:, :, None],
+                     want_ar[..., None])
+
+    def _race_check(self, buf: Buf, kind: str, ok, addr, node) -> None:
+        bs, ts = np.nonzero(np.asarray(self.active & ok))
+        for pbuf, pidx, _d, ps, pact in self.pending:
+            if pbuf is buf:
+                paddr, pok = self._flat(buf, pidx)
+                pb, pt = np.nonzero(np.asarray(pact & pok))
+                self.races.in_flight(buf.name, set(zip(pb.tolist(), np.asarray(paddr)[pb, pt].tolist())),
+                                     ps.span.line, bs, ts, np.asarray(addr)[bs, ts], node.span.line, self.loop_vars)
+        self.races.access(id(buf), buf.name, buf.size, kind, bs, ts, np.asarray(addr)[bs, ts].astype(np.int64),
+                          node.span.line, self.loop_vars)
 
     def _tag_of(self, buf: Buf, idx: list[jnp.ndarray]) -> tuple[jnp.ndarray, jnp.ndarray]:
         lam, captured = buf.tag_fn  # type: ignore[misc]
@@ -373,17 +429,23 @@ class Simulator:
     def _store(self, buf: Buf, idx: list[jnp.ndarray], data: Data, s) -> None:
         addr, ok = self._flat(buf, idx)
         self._oob(buf, ok, s)
+        if buf.tag_fn is not None and self.shadow and buf.space != "local":
+            self._check_stored_tag(buf, idx, data, s)
         m = np.asarray(self.active & ok)
         bs, ts = np.nonzero(m)
         a = np.asarray(addr)[bs, ts]
         vals = jnp.asarray(np.asarray(data.v)[bs, ts])
         if buf.space == "global":
+            counts = self.write_counts.setdefault(buf.name, np.zeros(buf.size, np.int64))
+            np.add.at(counts, a, 1)
             flat = buf.data.reshape(-1).at[a].set(vals)
             buf.data = flat.reshape(buf.data.shape)
             buf.written = True
             return
         tags, ar = np.asarray(data.tag)[bs, ts], np.asarray(data.arity)[bs, ts]
         if buf.space == "shared":
+            self.races.access(id(buf), buf.name, buf.size, "store", bs, ts, a.astype(np.int64), s.span.line,
+                              self.loop_vars)
             buf.data = buf.data.at[bs, a].set(vals)
             buf.tag = buf.tag.at[bs, a].set(tags)  # type: ignore[union-attr]
             buf.arity = buf.arity.at[bs, a].set(ar)  # type: ignore[union-attr]

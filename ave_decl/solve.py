@@ -7,13 +7,13 @@ chain that could not be followed) makes it UNKNOWN, never VERIFIED.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-
 import z3
 
+from .access_queries import AccessQueries
 from .chains import Alt, Expander, Step, eval_map
 from .instructions import INSTRUCTIONS
 from .report import ChainPoint, Counterexample, Finding, Location, Side, Verdict
+from .query import Query
 from .smt import Encoder, Instance, as_bool
 from .view import KernelView
 
@@ -25,19 +25,24 @@ STRUCTURAL_REASONS = {
     "a-untagged": "the A operand has no tagged source (Top) while B has one: tag A's source tensor",
     "b-untagged": "the B operand has no tagged source (Top) while A has one: tag B's source tensor",
     "no-tags": "neither operand carries tags, so the pairing cannot be checked: tag the source tensors",
+    "stored-untagged": "the stored value has no tagged source (Top), so it cannot be the element the buffer's tag names",
+    "stored-mixed": "the stored value combines several tagged values, so it has no single tag (Top)",
 }
 
+KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds"} | {
+    "stored_tag", "write_once", "write_count", "raw_race", "war_race", "async_exposed", "k_distinct", "bank_conflicts"}
 
-@dataclass
-class Query:
-    constraints: list[z3.BoolRef]
-    violated: z3.BoolRef
-    lhs: Alt
-    rhs: Alt
-    site: Instance
-    lhs_inst: Instance
-    rhs_inst: Instance
-    extras: dict[str, z3.ArithRef]
+# relations whose counterexample names two accesses (or two executions) instead of a tag pair
+ACCESS_RELATIONS = {
+    "stored_tag": "the stored value's tag equals the buffer's tag at the store coordinates",
+    "write_once": "no two store instances write the same output element",
+    "write_count": "the number of store instances equals the number of output elements",
+    "raw_race": "a store and a later load of the same element by different threads are ordered by a barrier",
+    "war_race": "a load and a later store of the same element by different threads are ordered by a barrier",
+    "async_exposed": "an async copy is waited for (and published by a barrier) before its data is read",
+    "k_distinct": "each K tag is accumulated into an accumulator element at most once",
+    "bank_conflicts": "the lanes of one access phase touch different words of one bank",
+}
 
 
 class KernelSolver:
@@ -47,6 +52,7 @@ class KernelSolver:
         self.view = view
         self.enc = Encoder(view)
         self.expander = Expander(view, self.enc, derived)
+        self.access = AccessQueries(view, self.enc, self.expander, derived)
         self.derived = derived
         self.metadata = metadata
         self.timeout_ms = max(1, int(timeout_s * 1000))
@@ -74,11 +80,14 @@ class KernelSolver:
 
     def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
         started = time.perf_counter()
+        if relation not in KNOWN_RELATIONS:
+            why = f"unknown obligation relation '{relation}' (known: {', '.join(sorted(KNOWN_RELATIONS))})"
+            return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
         queries = self._queries(site, relation, lhs, rhs)
         unknown_reasons: list[str] = []
         count = 0
         for q in queries:
-            reason = q.lhs.unknown or q.rhs.unknown
+            reason = q.unknown or q.lhs.unknown or q.rhs.unknown
             if reason:
                 unknown_reasons.append(reason)
                 continue
@@ -91,7 +100,7 @@ class KernelSolver:
                 ms = (time.perf_counter() - started) * 1000
                 finding = self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex),
                                         counterexample=cex, queries=count, solver_ms=ms)
-                if self.violation_sets:
+                if self.violation_sets and finding.severity == "error" and relation not in ("write_count",):
                     finding.violation_set = self._violation_set(q, relation)
                 return finding
             if result == z3.unknown:
@@ -110,6 +119,18 @@ class KernelSolver:
             return self._k_pairing(site, lhs, rhs)
         if relation == "in_bounds":
             return self._in_bounds(site, lhs)
+        builders = {
+            "stored_tag": lambda: self.access.stored_tag(site, lhs),
+            "write_once": lambda: self.access.write_once(lhs, rhs),
+            "write_count": lambda: self.access.write_count(site, lhs),
+            "raw_race": lambda: self.access.raw_race(lhs, rhs),
+            "war_race": lambda: self.access.war_race(lhs, rhs),
+            "async_exposed": lambda: self.access.async_exposed(lhs, rhs),
+            "k_distinct": lambda: self.access.k_distinct(site, lhs),
+            "bank_conflicts": lambda: self.access.bank_conflicts(lhs),
+        }
+        if relation in builders:
+            return builders[relation]()
         inst = self.enc.new_instance(site, "u")
         rel_eid = self.view.assert_rel.get(site)
         out = []
@@ -201,6 +222,8 @@ class KernelSolver:
         linear = ev(self.enc.linear_thread(site))
         g = self.view.group_size
         sizes = {name.split(":", 1)[1]: ev(var) for name, var in sorted(self.enc.sizes.items())}
+        if relation in ACCESS_RELATIONS:
+            return self._access_counterexample(ev, q, relation, sizes)
         if relation == "k_pairing":
             lhs = self._side("A operand", q.lhs, q.lhs_inst, ev, ev(q.extras["lane_a"]), ev(q.extras["slot_a"]))
             rhs = self._side("B operand", q.rhs, q.rhs_inst, ev, ev(q.extras["lane_b"]), ev(q.extras["slot_b"]))
@@ -230,6 +253,83 @@ class KernelSolver:
             thread=thread, thread_linear=linear, group_kind=self.view.group_kind, group_size=g,
             group_index=linear // g, lane=linear % g, iterations=self._iterations(site, ev), value_index=slot,
             sizes=sizes, lhs=lhs, rhs=rhs, relation=rel, instruction=instr)
+
+    def _access_counterexample(self, ev, q: Query, relation: str, sizes: dict[str, int]) -> Counterexample:
+        first, second = q.lhs_inst, q.rhs_inst
+        dims = self.enc.block_dims()
+        linear = ev(self.enc.linear_thread(first))
+        g = self.view.group_size
+        slot, instr = None, {}
+        if relation == "stored_tag":
+            lhs = self._side("stored value", q.lhs, first, ev, None, None)
+            rhs = Side(f"tag of {q.rhs.chain[0].buffer} at the store", None, None, [ev(c) for c in q.rhs.coords],
+                       q.rhs.tag_name, [ev(t) for t in q.rhs.tag], [self._point(q.rhs.chain[0], ev)])
+        elif relation == "k_distinct":
+            slot = ev(q.extras["slot"])
+            instr = {"k_first": ev(q.extras["k1"]), "k_second": ev(q.extras["k2"])}
+            lhs = self._side("A operand, first execution", q.lhs, first, ev, ev(first.env["lane"]),
+                             ev(first.env["slot"]))
+            rhs = self._side("A operand, second execution", q.rhs, second, ev, ev(second.env["lane"]),
+                             ev(second.env["slot"]))
+            first = q.site
+            linear = ev(self.enc.linear_thread(first))
+        elif relation == "write_count":
+            buf = q.lhs.chain[0].buffer
+            lhs = Side("store instances", None, None, [ev(q.lhs.coords[0])], "", [], [self._point(q.lhs.chain[0], ev)],
+                       "index")
+            rhs = Side(f"elements of {buf}", None, None, [ev(q.rhs.coords[0])], "", [], [], "index")
+        else:
+            names = {"write_once": ("first store", "second store"), "raw_race": ("load", "earlier store"),
+                     "war_race": ("load", "later store"), "async_exposed": ("load", "async copy"),
+                     "bank_conflicts": ("access", "same access, other lane")}[relation]
+            lhs, rhs = (self._access_side(n, alt, inst, ev) for n, alt, inst in
+                        ((names[0], q.lhs, first), (names[1], q.rhs, second)))
+            if relation == "async_exposed":
+                instr = {"waited": ev(q.extras["state"])}
+            if relation == "bank_conflicts":
+                instr = self._bank_degree(q, ev)
+        thread = [ev(first.env[f"tid:{d}"]) for d in range(len(dims))]
+        return Counterexample(
+            block=[ev(first.env[f"bid:{d}"]) for d in range(len(self.view.launch))], thread=thread,
+            thread_linear=linear, group_kind=self.view.group_kind, group_size=g, group_index=linear // g,
+            lane=linear % g, iterations=self._iterations(first, ev), value_index=slot, sizes=sizes, lhs=lhs, rhs=rhs,
+            relation=ACCESS_RELATIONS[relation], instruction=instr)
+
+    def _access_side(self, label: str, alt: Alt, inst: Instance, ev) -> Side:
+        step = alt.chain[0]
+        lane = ev(self.enc.linear_thread(inst))
+        return Side(label, lane % self.view.group_size, None, [ev(c) for c in alt.coords], step.buffer, [],
+                    [self._point(step, ev)], "access")
+
+    def _bank_degree(self, q: Query, ev) -> dict[str, int]:
+        """Conflict degree of the witness phase: the most distinct words any one bank serves
+        (evaluated concretely: swizzle bits are solver variables tied to one lane's address)."""
+        import numpy as np
+
+        from .access_queries import BANK_BYTES, BANKS, DTYPE_BYTES, PHASE_LANES
+        from .ir import evaluate, symbols
+
+        inst = q.lhs_inst
+        acc = self.view.accesses[q.lhs.chain[0].access]
+        width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
+        phase = min(PHASE_LANES, self.view.group_size)
+        start = ev(self.enc.linear_thread(inst)) // phase * phase
+        env: dict = {}
+        for name in symbols(self.view.kf.table, acc.addr):
+            if name.startswith("size:"):
+                env[name] = ev(self.enc.size(name))
+            elif not name.startswith("tid:"):
+                env[name] = ev(inst.env[name])
+        rest = np.arange(start, start + phase)
+        for d, extent in enumerate(self.enc.block_dims()):
+            env[f"tid:{d}"] = rest % extent
+            rest = rest // extent
+        words = np.broadcast_to(np.asarray(evaluate(self.view.kf.table, acc.addr, env)) * width // BANK_BYTES,
+                                (phase,))
+        per_bank = {int(b): len(set(words[words % BANKS == b].tolist())) for b in np.unique(words % BANKS)}
+        bank = max(per_bank, key=lambda b: per_bank[b])
+        return {"degree": per_bank[bank], "bank": bank, "word_first": ev(q.extras["word1"]),
+                "word_second": ev(q.extras["word2"])}
 
     def _iterations(self, inst: Instance, ev) -> dict[str, int]:
         out = {}
@@ -263,6 +363,8 @@ class KernelSolver:
         return ChainPoint(step.role, _loc(span), step.buffer, thread, self._iterations(step.inst, ev), note)
 
     def _message(self, relation: str, cex: Counterexample) -> str:
+        if relation in ACCESS_RELATIONS:
+            return _access_message(relation, cex)
         if relation == "in_bounds":
             return (f"index {tuple(cex.lhs.coordinates)} is outside {cex.lhs.label.split()[-1]} of shape "
                     f"{tuple(cex.rhs.coordinates)}")
@@ -273,6 +375,41 @@ class KernelSolver:
         if not cex.lhs.tag or not cex.rhs.tag:
             return "an untagged value (Top) reaches the assertion on this path"
         return f"tag relation fails: lhs tag {tuple(cex.lhs.tag)} vs rhs tag {tuple(cex.rhs.tag)}"
+
+
+def _access_message(relation: str, c: Counterexample) -> str:
+    lhs, rhs = c.lhs, c.rhs
+    at = tuple(lhs.coordinates)
+    who = "wave" if c.group_kind == "wave" else "thread"
+    t_l = lhs.chain[0].thread if lhs.chain else None
+    t_r = rhs.chain[0].thread if rhs.chain else None
+    if relation == "stored_tag":
+        return (f"stores a value tagged {lhs.tag_name}{tuple(lhs.tag)} at {rhs.tag_name} coordinates "
+                f"{tuple(rhs.coordinates)}, whose tag is {tuple(rhs.tag)}" if lhs.tag else
+                "stores an untagged value (Top) on this path")
+    if relation == "write_once":
+        where = "" if (t_l, lhs.chain[0].iterations) != (t_r, rhs.chain[0].iterations) else " of two different blocks"
+        return (f"element {at} of {lhs.tag_name} is written twice: by thread {t_l} {lhs.chain[0].iterations} and by "
+                f"thread {t_r} {rhs.chain[0].iterations}{where}")
+    if relation == "write_count":
+        return f"{lhs.coordinates[0]} store instances for {rhs.coordinates[0]} elements (sizes {c.sizes})"
+    if relation == "raw_race":
+        return (f"thread {t_l} loads {lhs.tag_name}{at}, stored by thread {t_r} of another {who}, with no "
+                f"syncthreads() in between on some path")
+    if relation == "war_race":
+        return (f"thread {t_r} overwrites {lhs.tag_name}{at} while thread {t_l} of another {who} may not have read it "
+                f"yet: no syncthreads() between the load and the store on some path")
+    if relation == "async_exposed":
+        why = ("no async_wait() on some path" if c.instruction.get("waited") == 0 else
+               "no syncthreads() after the copier's async_wait() on some path")
+        return f"thread {t_l} loads {lhs.tag_name}{at}, copied asynchronously by thread {t_r}: {why}"
+    if relation == "k_distinct":
+        return (f"K tag {lhs.tag[-1] if lhs.tag else '?'} is accumulated twice into accumulator slot "
+                f"{c.value_index}: at {lhs.chain[0].iterations if lhs.chain else {}} (k={c.instruction['k_first']}) "
+                f"and at {rhs.chain[0].iterations if rhs.chain else {}} (k={c.instruction['k_second']})")
+    d = c.instruction
+    return (f"{d['degree']}-way bank conflict: lanes {lhs.lane} and {rhs.lane} access words {d['word_first']} and "
+            f"{d['word_second']} of bank {d['word_first'] % 32}")
 
 
 def _k_of(tag: list[int], idx: int):

@@ -35,6 +35,7 @@ class KernelView:
     parent: dict[int, int] = field(default_factory=dict)
     guards: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     buffers: dict[str, tuple[str, int]] = field(default_factory=dict)  # id -> (space, size expr)
+    dtypes: dict[str, str] = field(default_factory=dict)  # id -> element type
     dims: dict[str, list[int]] = field(default_factory=dict)  # id -> extent expr per dimension
     bijective: set[str] = field(default_factory=set)  # buffers whose layout is a bijection
     accesses: dict[int, AccessInfo] = field(default_factory=dict)
@@ -64,6 +65,7 @@ class KernelView:
             v.guards.setdefault(s, []).append((c, p))
         for _, b, space, size in kf.relation("buffer"):
             v.buffers[b] = (space, size)
+        v.dtypes = {b: t for _, b, t in kf.relation("buffer_type")}
         v.bijective = {b for _, b in kf.relation("layout_bijective")}
         for _, b, d, e in sorted(kf.relation("buffer_dim"), key=lambda r: (r[1], r[2])):
             v.dims.setdefault(b, []).append(e)

@@ -51,7 +51,7 @@ def test_audit_examples_json_and_sarif(tmp_path, ave, sarif_schema):
     assert len(fail) == 1 and fail[0]["kind"] == "fail" and fail[0]["codeFlows"][0]["threadFlows"]
     assert fail[0]["properties"]["counterexample"]["lhs"]["tag"]
     assert fail[0]["partialFingerprints"]["primaryLocationLineHash"]
-    assert "audit: 4 file(s), 4 kernel(s): 2 verified, 2 violation" in r.out
+    assert "audit: 7 file(s), 7 kernel(s): 5 verified, 2 violation" in r.out
 
 
 def test_unknown_is_open_in_sarif(tmp_path, ave, sarif_schema):
@@ -117,7 +117,7 @@ def test_inline_suppression(tmp_path, ave):
     r = ave("audit", d, "--no-cache", "--json", tmp_path / "s.json", "-q")
     assert r.code == 0, r.out
     data = json.loads((tmp_path / "s.json").read_text())
-    (f,) = [f for f in data["kernels"][0]["findings"] if f["verdict"] == "VIOLATION"]
+    (f,) = [f for f in data["kernels"][0]["findings"] if f["verdict"] == "VIOLATION" and f["severity"] == "error"]
     assert f["suppression"] == {"kind": "inSource", "justification": "transposed on purpose in this test"}
     assert data["summary"]["suppressed"] == 1 and "1 suppressed" in r.out
 
@@ -131,11 +131,11 @@ def test_baseline_and_fingerprints_survive_moved_lines(tmp_path, ave):
     r = ave("audit", d, "--no-cache", "-q", "--baseline", base, "--json", tmp_path / "b.json")
     assert r.code == 0, r.out
     (f,) = [f for f in json.loads((tmp_path / "b.json").read_text())["kernels"][0]["findings"]
-            if f["verdict"] == "VIOLATION"]
+            if f["verdict"] == "VIOLATION" and f["severity"] == "error"]
     assert f["baseline_state"] == "unchanged" and f["suppression"]["kind"] == "external"
     k.write_text(k.read_text().replace("a[v] = As[(w // 2) * 32 + lane % 32, ks + (lane // 32) * 4 + v]",
                                        "a[v] = As[(w // 2) * 32 + lane % 32 + 1, ks + (lane // 32) * 4 + v]"))
     r = ave("audit", d, "--no-cache", "-q", "--baseline", base, "--json", tmp_path / "c.json")
     states = {f["baseline_state"] for f in json.loads((tmp_path / "c.json").read_text())["kernels"][0]["findings"]
-              if f["verdict"] == "VIOLATION"}
+              if f["verdict"] == "VIOLATION" and f["severity"] == "error"}
     assert "new" in states and r.code == 1

@@ -102,7 +102,7 @@ def test_user_invariant_without_python(tmp_path, ave):
     (tmp_path / "no_assert_in_branch.dl").write_text(
         "// @id user/assert-outside-branch\n"
         "// @title Tag assertions must not sit under an if\n"
-        "// @severity warning\n"
+        "// @severity error\n"
         "// @description A guarded assertion is only checked on some threads.\n"
         "structural(k, s, \"user/assert-outside-branch\", \"guarded\") :- stmt(k, s, \"assert\", _, _, _, _),"
         " guard(k, s, _, _).\n")
@@ -113,8 +113,35 @@ def test_user_invariant_without_python(tmp_path, ave):
     findings = r.json()["kernels"][0]["findings"]
     mine = [f for f in findings if f["invariant"] == "user/assert-outside-branch"]
     assert len(mine) == 1 and mine[0]["title"] == "Tag assertions must not sit under an if"
-    assert mine[0]["severity"] == "warning" and mine[0]["verdict"] == "VIOLATION"
+    assert mine[0]["severity"] == "error" and mine[0]["verdict"] == "VIOLATION"
     assert r.code == 1
+
+
+def _doc_rule(heading: str) -> str:
+    """The first code block after a heading of docs/writing-invariants.md (the test follows the guide)."""
+    text = (EXAMPLES.parent / "docs" / "writing-invariants.md").read_text()
+    section = text[text.index(heading):]
+    return section.split("```")[1].lstrip("\n")
+
+
+def test_user_obligation_without_python(tmp_path, ave):
+    (tmp_path / "local_bounds.dl").write_text(_doc_rule("## 5."))
+    src = tmp_path / "k.ave"
+    src.write_text((EXAMPLES / "gemm_lds_mfma.ave").read_text().replace("for r in range(16):", "for r in range(17):"))
+    r = ave("check", "--json", "--no-violation-sets", "--rules", tmp_path, src)
+    mine = [f for f in r.json()["kernels"][0]["findings"] if f["invariant"] == "user/local-bounds"]
+    assert mine and all(f["title"] == "Register arrays are indexed in bounds" for f in mine)
+    bad = [f for f in mine if f["verdict"] == "VIOLATION"]
+    assert len(bad) == 1 and bad[0]["counterexample"]["iterations"] == {"r": 16}
+
+
+def test_user_structural_rule_from_the_guide(tmp_path, ave):
+    (tmp_path / "outputs.dl").write_text(_doc_rule("## 4."))
+    src = tmp_path / "k.ave"
+    src.write_text((EXAMPLES / "gemm_lds_mfma.ave").read_text().replace('    tag(C, lambda m, n: (m, n), "C")\n', ""))
+    r = ave("check", "--json", "--rules", tmp_path, src)
+    mine = [f for f in r.json()["kernels"][0]["findings"] if f["invariant"] == "user/tag-your-outputs"]
+    assert len(mine) == 1 and mine[0]["verdict"] == "VIOLATION" and r.code == 1
 
 
 def test_rules_lint_command(ave):

@@ -40,9 +40,6 @@ def test_swizzle_transformation_preserves_semantics_and_verdicts(case):
     assert check_transformation(case, CATALOGUE["xor_swizzle_shared"], simulate=True) is None
 
 
-@pytest.mark.xfail(strict=True, reason="known precision gap found by this fuzzer: after unrolling, no single "
-                   "store covers the register array, so older loop-carried writes are not killed and the "
-                   "verifier reports a false K-pairing violation (docs/smt.md, 'Soundness notes and limits')")
 def test_unrolling_preserves_verdicts():
     spec = GemmSpec(1, 1, 8)
     case = KernelCase(spec, render(spec), parse_text(render(spec)))

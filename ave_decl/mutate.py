@@ -1,0 +1,188 @@
+"""Mutation operators: small, realistic kernel bugs, for the mutation benchmark (bench/mutants.py)
+and for users measuring their own invariants.
+
+Each operator takes a kernel's source text and returns the mutants it can make (one per site, in
+source order), each a `Mutant(operator, line, description, text)`; an operator that does not apply
+returns []. They edit text, not the AST, so a mutant keeps the original's line numbers (a dropped
+line becomes `pass`) and reads like the bug a person or an agent would write.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Mutant:
+    operator: str
+    line: int
+    description: str
+    text: str
+
+
+def _lines(text: str) -> list[str]:
+    return text.split("\n")
+
+
+def _shared_names(text: str) -> set[str]:
+    return set(re.findall(r"^\s*(\w+)\s*=\s*shared\(", text, re.M))
+
+
+def _replace_line(text: str, i: int, new: str) -> str:
+    lines = _lines(text)
+    lines[i] = new
+    return "\n".join(lines)
+
+
+def _sub_each(text: str, op: str, line_pattern: str, edit: Callable[[re.Match, str], str | None],
+              what: str) -> list[Mutant]:
+    out = []
+    for i, line in enumerate(_lines(text)):
+        m = re.search(line_pattern, line)
+        if m is None:
+            continue
+        new = edit(m, line)
+        if new is not None and new != line:
+            out.append(Mutant(op, i + 1, what, _replace_line(text, i, new)))
+    return out
+
+
+def _shared_read(text: str) -> str:
+    names = "|".join(sorted(_shared_names(text))) or "$^"
+    return rf"^\s*\w+\[[^\]]*\]\s*=\s*(?:{names})\[(.*)\]\s*$"
+
+
+def transpose_shared_read(text: str) -> list[Mutant]:
+    """Swap the last two indices of a shared-memory read (a transposed fragment load)."""
+    def edit(m, line):
+        parts = _split_top(m.group(1))
+        if len(parts) < 2:
+            return None
+        parts[-1], parts[-2] = parts[-2], parts[-1]
+        return line[:m.start(1)] + ", ".join(parts) + line[m.end(1):]
+    return _sub_each(text, "transpose_shared_read", _shared_read(text), edit, "transposed shared-memory read")
+
+
+def swap_lane_value(text: str) -> list[Mutant]:
+    """In an operand read, exchange the roles of the lane group and the value slot in the K index."""
+    pat = r"(?:\((lane // \d+)\) \* (\d+)|(\d+) \* \((lane // \d+)\)) \+ v\b"
+
+    def edit(m, line):
+        lane, factor = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+        return line[:m.start()] + f"v * {factor} + {lane}" + line[m.end():] if factor != "1" else None
+    return _sub_each(text, "swap_lane_value", pat, edit, "lane and value roles swapped in the K index")
+
+
+def off_by_one_stage(text: str) -> list[Mutant]:
+    """Read the other stage of a multi-stage buffer (the one being refilled)."""
+    names = "|".join(sorted(_shared_names(text))) or "$^"
+    pat = rf"=\s*(?:{names})\[(st), "
+
+    def edit(m, line):
+        return re.sub(rf"((?:{names})\[)st, ", r"\g<1>1 - st, ", line)
+    return _sub_each(text, "off_by_one_stage", pat, edit, "reads the stage being refilled")
+
+
+def _drop(text: str, op: str, pattern: str, what: str) -> list[Mutant]:
+    out = []
+    for i, line in enumerate(_lines(text)):
+        if re.fullmatch(pattern, line.strip()):
+            indent = line[:len(line) - len(line.lstrip())]
+            out.append(Mutant(op, i + 1, what, _replace_line(text, i, indent + "pass")))
+    return out
+
+
+def drop_barrier(text: str) -> list[Mutant]:
+    return _drop(text, "drop_barrier", r"syncthreads\(\)", "barrier removed")
+
+
+def drop_async_wait(text: str) -> list[Mutant]:
+    return _drop(text, "drop_async_wait", r"async_wait\(\)", "async_wait() removed")
+
+
+def swizzle_write_only(text: str) -> list[Mutant]:
+    """Swizzle the column of shared-memory stores but not of the loads."""
+    names = "|".join(sorted(_shared_names(text))) or "$^"
+    pat = rf"^\s*(?:{names})\[(.*)\]\s*=|async_copy\((?:{names})\[(.*?)\], "
+
+    def edit(m, line):
+        g = 1 if m.group(1) is not None else 2
+        parts = _split_top(m.group(g))
+        if len(parts) < 2:
+            return None
+        parts[-1] = f"({parts[-1]}) ^ (({parts[-2]}) % 8)"
+        return line[:m.start(g)] + ", ".join(parts) + line[m.end(g):]
+    return _sub_each(text, "swizzle_write_only", pat, edit, "XOR swizzle on the store side only")
+
+
+def wrong_k_offset(text: str) -> list[Mutant]:
+    """Shift the K index of an operand read by one."""
+    def edit(m, line):
+        return line.replace("ks + ", "ks + 1 + ", 1) if "ks + " in line else None
+    return _sub_each(text, "wrong_k_offset", _shared_read(text), edit, "K index of an operand read off by one")
+
+
+def wrong_accumulator_output(text: str) -> list[Mutant]:
+    """Store accumulator slot r ^ 1 where slot r belongs (a wrong C-operand layout in the epilogue)."""
+    return _sub_each(text, "wrong_accumulator_output", r"\] = (\w+)\[r\]\s*$",
+                     lambda m, line: line[:m.start(1)] + f"{m.group(1)}[r ^ 1]" + line[m.end(1) + 3:],
+                     "epilogue stores the neighbouring accumulator slot")
+
+
+def drop_block_offset(text: str) -> list[Mutant]:
+    """Forget the block's row offset in the epilogue (every block writes the first tile)."""
+    return _sub_each(text, "drop_block_offset", r"^\s*C\[bm \+ ",
+                     lambda m, line: line.replace("C[bm + ", "C[", 1), "epilogue without the block offset")
+
+
+def drop_bounds_mask(text: str) -> list[Mutant]:
+    """Remove an `if` that masks accesses (its body runs unconditionally)."""
+    out = []
+    lines = _lines(text)
+    for i, line in enumerate(lines):
+        m = re.fullmatch(r"(\s*)if .*<.*:\s*", line)
+        if m:
+            out.append(Mutant("drop_bounds_mask", i + 1, "bounds mask removed",
+                              _replace_line(text, i, m.group(1) + "if True:")))
+    return out
+
+
+def _split_top(s: str) -> list[str]:
+    """Split an index list at top-level commas."""
+    parts, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return parts
+
+
+OPERATORS: dict[str, Callable[[str], list[Mutant]]] = {
+    "transpose_shared_read": transpose_shared_read,
+    "swap_lane_value": swap_lane_value,
+    "off_by_one_stage": off_by_one_stage,
+    "drop_barrier": drop_barrier,
+    "drop_async_wait": drop_async_wait,
+    "swizzle_write_only": swizzle_write_only,
+    "wrong_k_offset": wrong_k_offset,
+    "wrong_accumulator_output": wrong_accumulator_output,
+    "drop_block_offset": drop_block_offset,
+    "drop_bounds_mask": drop_bounds_mask,
+}
+
+
+def mutants(text: str, operators: list[str] | None = None, first_only: bool = True) -> list[Mutant]:
+    """Every applicable mutant of a kernel source (the first site of each operator by default)."""
+    out = []
+    for name in operators or list(OPERATORS):
+        found = OPERATORS[name](text)
+        out.extend(found[:1] if first_only else found)
+    return out

@@ -1,0 +1,22 @@
+"""One Z3 query of an obligation: constraints + the negated property + what to report."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import z3
+
+from .chains import Alt
+from .smt import Instance
+
+
+@dataclass
+class Query:
+    constraints: list[z3.BoolRef]
+    violated: z3.BoolRef
+    lhs: Alt
+    rhs: Alt
+    site: Instance
+    lhs_inst: Instance
+    rhs_inst: Instance
+    extras: dict[str, z3.ArithRef] = field(default_factory=dict)
+    unknown: str = ""  # non-empty: the query could not be posed (reason); the obligation is UNKNOWN

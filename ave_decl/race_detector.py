@@ -1,0 +1,133 @@
+"""Barrier-interval race detection for the simulator.
+
+The simulator runs a block in lockstep, so a missing barrier never changes its outputs. This
+detector still sees the race: an epoch counter advances at every `syncthreads()`, and two
+accesses to one shared-memory element by different ordering groups (waves on `wave=` kernels,
+threads on `warp=` kernels) in the same epoch, at least one a store, are a race, whatever order
+the lockstep run happened to give them. Per buffer it keeps, for every (block, element), the
+epoch, group and line of the last store and of the loads since.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MULTI = -2  # several groups read the element in this epoch
+
+
+@dataclass
+class Race:
+    kind: str  # RAW | WAR | WAW | ASYNC (a load of an async copy's destination before it landed)
+    buffer: str
+    first_line: int  # the earlier access (store for RAW/WAW, load for WAR)
+    second_line: int
+    count: int = 0
+    example: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Track:
+    w_epoch: np.ndarray
+    w_group: np.ndarray
+    w_line: np.ndarray
+    r_epoch: np.ndarray
+    r_group: np.ndarray
+    r_line: np.ndarray
+
+
+class RaceDetector:
+    def __init__(self, blocks: int, threads: int, group_of: np.ndarray):
+        self.B, self.T = blocks, threads
+        self.group_of = group_of  # thread -> ordering group
+        self.epoch = 0
+        self.tracks: dict[int, _Track] = {}
+        self.races: dict[tuple[str, str, int, int], Race] = {}
+
+    def barrier(self) -> None:
+        self.epoch += 1
+
+    def _track(self, key: int, size: int) -> _Track:
+        if key not in self.tracks:
+            def full(v):
+                return np.full((self.B, size), v, np.int64)
+            self.tracks[key] = _Track(full(-1), full(-1), full(0), full(-1), full(-1), full(0))
+        return self.tracks[key]
+
+    def _record(self, kind: str, name: str, first: np.ndarray, line: int, bs, ts, addrs, other, iters) -> None:
+        for first_line in np.unique(first):
+            sel = first == first_line
+            key = (kind, name, int(first_line), line)
+            race = self.races.setdefault(key, Race(kind, name, int(first_line), line))
+            race.count += int(sel.sum())
+            if not race.example:
+                i = int(np.argmax(sel))
+                race.example = {"block_index": int(bs[i]), "thread": int(ts[i]), "element": int(addrs[i]),
+                                "other_group": int(other[i]), "iterations": dict(iters)}
+
+    def access(self, key: int, name: str, size: int, kind: str, bs: np.ndarray, ts: np.ndarray, addrs: np.ndarray,
+               line: int, iters: dict[str, int]) -> None:
+        """One load or store instruction: (block, thread, element) triples of the active threads."""
+        if bs.size == 0:
+            return
+        tr = self._track(key, size)
+        groups = self.group_of[ts]
+        now = self.epoch
+        if kind == "load":
+            hit = (tr.w_epoch[bs, addrs] == now) & (tr.w_group[bs, addrs] != groups)
+            if hit.any():
+                self._record("RAW", name, tr.w_line[bs, addrs][hit], line, bs[hit], ts[hit], addrs[hit],
+                             tr.w_group[bs, addrs][hit], iters)
+            fresh = tr.r_epoch[bs, addrs] != now
+            tr.r_group[bs[fresh], addrs[fresh]] = -1
+            tr.r_epoch[bs, addrs] = now
+            tr.r_line[bs, addrs] = line
+            self._merge_groups(tr.r_group, bs, addrs, groups)
+            return
+        old = tr.r_group[bs, addrs]
+        hit = (tr.r_epoch[bs, addrs] == now) & (old != -1) & ((old == MULTI) | (old != groups))
+        if hit.any():
+            self._record("WAR", name, tr.r_line[bs, addrs][hit], line, bs[hit], ts[hit], addrs[hit], old[hit], iters)
+        hit = (tr.w_epoch[bs, addrs] == now) & (tr.w_group[bs, addrs] != groups) & (tr.w_group[bs, addrs] >= 0)
+        if hit.any():
+            self._record("WAW", name, tr.w_line[bs, addrs][hit], line, bs[hit], ts[hit], addrs[hit],
+                         tr.w_group[bs, addrs][hit], iters)
+        # several groups storing one element in the same instruction
+        flat = bs * size + addrs
+        lo = np.full(self.B * size, np.iinfo(np.int64).max)
+        hi = np.full(self.B * size, -1)
+        np.minimum.at(lo, flat, groups)
+        np.maximum.at(hi, flat, groups)
+        clash = lo[flat] != hi[flat]
+        if clash.any():
+            self._record("WAW", name, np.full(int(clash.sum()), line), line, bs[clash], ts[clash], addrs[clash],
+                         np.where(groups[clash] == lo[flat][clash], hi[flat][clash], lo[flat][clash]), iters)
+        tr.w_epoch[bs, addrs] = now
+        tr.w_group[bs, addrs] = groups
+        tr.w_line[bs, addrs] = line
+
+    def in_flight(self, name: str, pending: set[tuple[int, int]], copy_line: int, bs, ts, addrs, line: int,
+                  iters: dict[str, int]) -> None:
+        """A load of elements an async copy has not delivered yet (no `async_wait()` in between)."""
+        hit = np.array([(int(b), int(a)) in pending for b, a in zip(bs, addrs)], bool)
+        if hit.any():
+            self._record("ASYNC", name, np.full(int(hit.sum()), copy_line), line, bs[hit], ts[hit], addrs[hit],
+                         np.full(int(hit.sum()), -1), iters)
+
+    def _merge_groups(self, r_group: np.ndarray, bs, addrs, groups) -> None:
+        cur = r_group[bs, addrs]
+        r_group[bs, addrs] = np.where(cur == -1, groups, np.where(cur == groups, cur, MULTI))
+        # two readers of different groups in this one instruction
+        flat_keys = bs * r_group.shape[1] + addrs
+        order = np.lexsort((groups, flat_keys))
+        k, g = flat_keys[order], groups[order]
+        same_key = k[1:] == k[:-1]
+        differ = same_key & (g[1:] != g[:-1])
+        if differ.any():
+            idx = order[1:][differ]
+            r_group[bs[idx], addrs[idx]] = MULTI
+
+    def report(self) -> list[dict]:
+        return [{"kind": r.kind, "buffer": r.buffer, "first_line": r.first_line, "second_line": r.second_line,
+                 "count": r.count, "example": r.example} for r in sorted(self.races.values(),
+                                                                         key=lambda r: (r.second_line, r.kind))]
