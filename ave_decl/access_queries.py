@@ -183,6 +183,42 @@ class AccessQueries:
                              {"state": self.enc.int_val(state)}))
         return out
 
+    # ------------------------------------------------ row statistics
+    def broadcast(self, site: int, full: int, stat: int, same_length: bool = False) -> list[Query]:
+        """A statistic meeting a full value is the statistic of that value's row (tag prefix);
+        two statistics combined (`same_length`) are of the same row."""
+        inst = self.enc.new_instance(site, "u")
+        out = []
+        for left in self.expander.value(full, inst):
+            for right in self.expander.value(stat, inst):
+                if left.tag is None or right.tag is None:
+                    continue  # an untagged start value (e.g. -inf) meets the row: nothing to compare
+                if len(right.tag) > len(left.tag) or (len(right.tag) == len(left.tag)) != same_length:
+                    violated = self.enc.bool_val(True)
+                else:
+                    violated = z3.Or(*[r != x for r, x in zip(right.tag, left.tag)]) if right.tag else \
+                        self.enc.bool_val(False)
+                out.append(Query(inst.constraints + left.constraints + right.constraints, violated, left, right,
+                                 inst, inst, inst))
+        return out
+
+    def reduce_uniform(self, site: int, reduced: int, arg: int) -> list[Query]:
+        """Two lanes of one reduction group hold elements of the same row."""
+        width = self.expander.lane_reduce[reduced]
+        first = self.enc.new_instance(site, "l1")
+        second = self.enc.new_instance(site, "l2", share_block=first, loops={
+            h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(site)})
+        t1, t2 = self.enc.linear_thread(first), self.enc.linear_thread(second)
+        cons = first.constraints + second.constraints + [t1 / width == t2 / width]
+        out = []
+        for x in self.expander.value(arg, first):
+            for y in self.expander.value(arg, second):
+                if x.tag is None or y.tag is None or len(x.tag) != len(y.tag) or len(x.tag) < 2:
+                    continue
+                violated = z3.Or(*[a != b for a, b in zip(x.tag[:-1], y.tag[:-1])])
+                out.append(Query(cons + x.constraints + y.constraints, violated, x, y, first, first, second))
+        return out
+
     # -------------------------------------------------- K coverage
     def k_distinct(self, site: int, va: int) -> list[Query]:
         instr = INSTRUCTIONS[self.view.mma[site][0]]

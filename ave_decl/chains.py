@@ -42,6 +42,7 @@ class Alt:
     constraints: list[z3.BoolRef]
     chain: list[Step]
     unknown: str = ""  # non-empty: this path could not be followed (reason)
+    stat: bool = False  # the tag is a row statistic (a lane reduction dropped its last component)
 
 
 @lru_cache(maxsize=None)
@@ -74,22 +75,52 @@ class Expander:
         for _k, la, sa, carrier, barrier, dist1 in derived.get("reaching_store", []):
             self.reaching.setdefault(la, []).append((sa, carrier, barrier, dist1))
         self.has_root = {v for _k, v in derived.get("value_has_root", [])}
+        self.full = {v for _k, v in derived.get("full_flow", [])}
+        self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
+        self._memo: dict[tuple, tuple[Instance, list[Alt]]] = {}
 
     # ------------------------------------------------------------ values
     def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
+        """Memoised per (value, instance, path): an online softmax reuses each statistic in several
+        operations of one statement, and re-expanding it (with its kill instantiations) dominated."""
+        key = (vid, id(inst), seen)
+        hit = self._memo.get(key)
+        if hit is None or hit[0] is not inst:
+            hit = (inst, self._value(vid, inst, seen))
+            self._memo[key] = hit
+        return hit[1]
+
+    def _value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
         kind, stmt = self.view.values[vid]
         if len(seen) > MAX_DEPTH:
             return [self._unknown(inst, "provenance chain too long")]
         if kind == "load":
             return self.load(self.view.value_load[vid], inst, seen)
         if kind == "elementwise":
-            rooted = [a for a in self.view.value_args.get(vid, []) if a in self.has_root]
-            if len(rooted) == 1:
-                return self.value(rooted[0], inst, seen)
-            return [Alt(None, "", [], [], [])]
+            return self.elementwise(vid, inst, seen)
+        if kind == "reduce":
+            (arg,) = self.view.value_args[vid]
+            return [Alt(a.tag[:-1] if a.tag else a.tag, f"{a.tag_name}.row" if a.tag else "", a.coords, a.constraints,
+                        a.chain, a.unknown, stat=True) for a in self.value(arg, inst, seen)]
         if kind == "mma":
             return self.mma_result(vid, stmt, inst, seen)
         return [Alt(None, "", [], [], [])]
+
+    def elementwise(self, vid: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        """The tag of the one full operand; without one, the first tagged statistic on this path
+        (ave/row-statistics checks that the others agree with it); two full operands: Top."""
+        rooted = [a for a in self.view.value_args.get(vid, []) if a in self.has_root]
+        full = [a for a in rooted if a in self.full]
+        if len(full) > 1 or not rooted:
+            return [Alt(None, "", [], [], [])]
+        if full or len(rooted) == 1:
+            return self.value((full or rooted)[0], inst, seen)
+        # statistics only: the union of the operands' tagged alternatives. ave/row-statistics
+        # proves at this site that they are statistics of one row, so any of them is the tag;
+        # a product of the operands' alternatives would grow exponentially along an online softmax
+        alts = [alt for a in rooted for alt in self.value(a, inst, seen)]
+        tagged = [alt for alt in alts if alt.tag is not None and not alt.unknown]
+        return tagged or alts
 
     def _unknown(self, inst: Instance, why: str) -> Alt:
         return Alt(None, "", [], [], [], unknown=why)
@@ -103,7 +134,10 @@ class Expander:
             env = dict(inst.env)
             env.update({f"arg:{i}": c for i, c in enumerate(coords)})
             values = [self.enc.int_term(c, env) for c in comps]
-            return [Alt(values, name, coords, [], [Step("source", aid, acc.stmt, acc.buffer, inst)])]
+            # elements outside the tensor are reported by the bounds invariants, not followed here
+            extents = [self.enc.int_term(e, inst.env) for e in self.view.dims.get(acc.buffer, [])]
+            inside = [z3.And(c >= 0, c < e) for c, e in zip(coords, extents)] if len(extents) == len(coords) else []
+            return [Alt(values, name, coords, inside, [Step("source", aid, acc.stmt, acc.buffer, inst)])]
         if aid in seen:
             return [self._unknown(inst, "loop-carried provenance cycle")]
         out: list[Alt] = []
@@ -118,7 +152,7 @@ class Expander:
             hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
             for sub in self.value(self.view.store_value[sa], writer, seen + (aid,)):
                 out.append(Alt(sub.tag, sub.tag_name, sub.coords, cons + sub.constraints, hop + sub.chain,
-                               sub.unknown))
+                               sub.unknown, sub.stat))
         if not out:
             return [Alt(None, "", [], [], [Step("load", aid, acc.stmt, acc.buffer, inst)])]
         return out
@@ -147,45 +181,64 @@ class Expander:
         if self.view.buffers[store.buffer][0] == "global":
             return []
         reader_loops = self.view.enclosing_loops(load.stmt)
+        writer_loops = self.view.enclosing_loops(store.stmt)
+        # loops in which the writer runs in the reader's own iteration (see `writer`)
+        common = [h for h in writer_loops if h in reader_loops]
+        same_iteration = set(common) if carrier == 0 else set(self.view.enclosing_loops(carrier)) & set(common)
         out: list[z3.BoolRef] = []
         for other in self.view.accesses.values():
             if other.buffer != store.buffer or other.kind not in ("store", "write_all"):
                 continue
             for h in self.view.enclosing_loops(other.stmt):
-                if h not in reader_loops:
-                    continue
                 step = self.enc.nodes[self.view.loops[h].step].value
-                i = reader.env[f"loop:{h}"]
-                same_iter_ok = other.stmt < load.stmt  # program order inside one iteration
-                writer_j = writer.env.get(f"loop:{h}") if h in self.view.enclosing_loops(store.stmt) else None
-                candidates = [i - m * step for m in range(0 if same_iter_ok else 1, KILL_DEPTH + 1)]
-                if writer_j is not None:
+                writer_j = writer.env.get(f"loop:{h}") if h in writer_loops else None
+                if h in reader_loops:
+                    i = reader.env[f"loop:{h}"]
+                    same_iter_ok = other.stmt < load.stmt  # program order inside one iteration
+                    if writer_j is not None and h in same_iteration:
+                        # writer and reader share this iteration: only a later statement of it can kill
+                        candidates = [i] if same_iter_ok and other.stmt > store.stmt else []
+                    else:
+                        candidates = [i - m * step for m in range(0 if same_iter_ok else 1, KILL_DEPTH + 1)]
+                elif writer_j is not None and set(self.view.enclosing_loops(h)) <= set(writer_loops):
+                    # a loop the reader is outside of: its later iterations all run before the read
+                    i, same_iter_ok, candidates = None, False, []
+                else:
+                    continue
+                if writer_j is not None and h not in same_iteration:
                     candidates += [writer_j + m * step for m in range(1, KILL_DEPTH + 1)]
                 for j2 in candidates:
-                    out.append(z3.Not(self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader,
-                                                  sa)))
+                    out.append(z3.Not(self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)))
         return out
 
     def _kills(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
-               reader: Instance, sa: int) -> z3.BoolRef:
+               reader: Instance) -> z3.BoolRef:
+        """`other` runs at iteration j2 of loop h (the writer's thread, same outer iterations)
+        after the writer and before the reader, and writes the element the reader reads."""
         given = {}
         names = {self.view.loops[g].var: g for g in self.view.enclosing_loops(writer.stmt)}
         outer = set(self.view.enclosing_loops(h))
+        reader_loops = set(self.view.enclosing_loops(load.stmt))
         for g in self.view.enclosing_loops(other.stmt):
             if g == h:
                 given[g] = j2
-            elif g in outer:
+            elif g in outer and g in reader_loops:
                 given[g] = reader.env[f"loop:{g}"]
+            elif g in outer and f"loop:{g}" in writer.env:
+                given[g] = writer.env[f"loop:{g}"]
             elif self.view.loops[g].var in names:  # inner loop: the writer's value of the same-named loop
                 given[g] = writer.env[f"loop:{names[self.view.loops[g].var]}"]
-        space = self.view.buffers[other.buffer][0]
         inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer, loops=given)
-        if space == "local" or other.kind == "write_all":
-            inst.env["slot"] = reader.env["slot"]
         cond = list(inst.constraints)
+        if other.kind == "write_all":  # a whole-array write: the slot that overwrites is the address read
+            inst.env["slot"] = self.enc.int_term(load.addr, reader.env)
+            size = self.enc.nodes[self.view.buffers[other.buffer][1]]
+            if size.op == "const":
+                cond += [inst.env["slot"] >= 0, inst.env["slot"] < size.value]
         for g, v in given.items():
             cond += self.enc.loop_range(g, v, inst.env)
-        cond.append(j2 < i if not same_iter_ok else j2 <= i)
+        if i is not None:
+            cond.append(j2 <= i if same_iter_ok else j2 < i)
         if writer_j is not None:
             cond.append(j2 > writer_j)
         cond += self.same_element(other, inst, load, reader)

@@ -37,7 +37,8 @@ class KernelFacts:
                 args = list(node.args) + [-1] * (2 - len(node.args))
                 if len(node.args) > 2:
                     raise ValueError(f"expression {node.op} has more than two operands")
-                self.add("expr", eid, node.op, args[0], args[1])
+                op = f"uf:{node.name}" if node.op == "uf" else node.op
+                self.add("expr", eid, op, args[0], args[1])
 
 
 def merge(kernels: list[KernelFacts]) -> dict[str, list[tuple]]:

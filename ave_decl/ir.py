@@ -51,6 +51,10 @@ class ExprTable:
     def sym(self, name: str) -> int:
         return self.intern(Node("sym", name=name))
 
+    def uf(self, name: str, args: tuple[int, ...]) -> int:
+        """An uninterpreted function application: the value an index tensor holds at `args`."""
+        return self.intern(Node("uf", tuple(args), name=name))
+
     def op(self, op: str, *args: int) -> int:
         folded = self._fold(op, args)
         if folded is not None:
@@ -121,6 +125,28 @@ class ExprTable:
         return None
 
 
+def substitute(table: ExprTable, eid: int, mapping: dict[str, int]) -> int:
+    """The expression with symbols replaced by expressions (rebuilt through the folding `op`)."""
+    memo: dict[int, int] = {}
+
+    def go(i: int) -> int:
+        if i in memo:
+            return memo[i]
+        n = table.nodes[i]
+        if n.op == "sym":
+            r = mapping.get(n.name, i)
+        elif n.op == "const":
+            r = i
+        elif n.op == "uf":
+            r = table.uf(n.name, tuple(go(a) for a in n.args))
+        else:
+            r = table.op(n.op, *[go(a) for a in n.args])
+        memo[i] = r
+        return r
+
+    return go(eid)
+
+
 def symbols(table: ExprTable, eid: int) -> set[str]:
     """The symbol names an expression mentions."""
     out: set[str] = set()
@@ -131,8 +157,8 @@ def symbols(table: ExprTable, eid: int) -> set[str]:
             continue
         seen.add(i)
         n = table.nodes[i]
-        if n.op == "sym":
-            out.add(n.name)
+        if n.op in ("sym", "uf"):
+            out.add(n.name if n.op == "sym" else f"uf:{n.name}")
         stack.extend(n.args)
     return out
 

@@ -12,8 +12,8 @@ from typing import Union
 from . import ast as A
 from .errors import FrontEndError
 from .facts import KernelFacts
-from .instructions import INSTRUCTIONS, MODULES, Instruction
-from .ir import BINARY_OPS, BOOL_OPS, UNARY_OPS, ExprTable
+from .instructions import INSTRUCTIONS, LOAD_MATRIX, MODULES, Instruction, LoadMatrix
+from .ir import BINARY_OPS, BOOL_OPS, UNARY_OPS, ExprTable, substitute
 from .layout import AnyLayout, Composed, Layout, Swizzle, col_major, is_bijective, row_major
 from .source import SourceFile, Span
 
@@ -54,6 +54,7 @@ class Buffer:
     span: Span
     implicit: bool = False  # a data scalar kept as a 0-d register
     tagged: bool = False
+    index_values: tuple[int, int, bool] | None = None  # an index tensor: (lo, hi, injective) of its values
 
     @property
     def rank(self) -> int:
@@ -93,7 +94,7 @@ Val = Union[IVal, BVal, DVal, Buffer, LayoutVal, DType, Builtin, InstrVal, Condi
 BUILTINS = {
     "assume", "tag", "assert_tag_eq", "assert_tag", "reset_tags", "syncthreads", "thread_id", "block_id",
     "lane_id", "wave_id", "warp_id", "shared", "local", "row_major", "col_major", "layout", "swizzle", "range",
-    "min", "max", "async_copy", "async_wait", *ELEMENTWISE,
+    "min", "max", "async_copy", "async_wait", "lane_max", "lane_sum", *ELEMENTWISE,
 }
 
 
@@ -305,9 +306,12 @@ class KernelLowering:
             raise self.err("the right-hand side of `@` must be a shape:stride layout", e)
         return Composed(outer.layout, inner.layout)
 
-    def load(self, buf: Buffer, indices: tuple[A.Expr, ...], node) -> DVal:
+    def load(self, buf: Buffer, indices: tuple[A.Expr, ...], node) -> DVal | IVal:
         coords = self._coords(buf, indices, node)
         aid = self._access(buf, "load", coords, self._address(buf, coords))
+        if buf.index_values is not None:
+            # a data-dependent index: an uninterpreted function of the coordinates it was read at
+            return IVal(self.t.uf(buf.id, coords))
         vid = self._value("load")
         self.facts.add("value_load", vid, aid)
         return DVal(vid, buf.dtype)
@@ -355,6 +359,8 @@ class KernelLowering:
             if isinstance(a, IVal) and isinstance(b, IVal):
                 return IVal(self.t.op(name, a.eid, b.eid))
             return self._elementwise(e, [a, b])
+        if name in ("lane_max", "lane_sum"):
+            return self._lane_reduce(e, name)
         if name in ELEMENTWISE:
             args = [self.eval(a) for a in e.args if not (name == "cast" and isinstance(a, A.Name) and a.id in DTYPES)]
             if name == "cast":
@@ -380,6 +386,24 @@ class KernelLowering:
         if name in ("shared", "local"):
             raise self.err(f"{name}(...) must be assigned to a name", e)
         raise self.err(f"{name}(...) is a statement, not a value", e)
+
+    def _lane_reduce(self, e: A.Call, name: str) -> DVal:
+        """`lane_max(x, width)` / `lane_sum(x, width)`: combine x over each aligned group of `width`
+        lanes (a shuffle-xor butterfly); every lane gets its group's result. The result is a
+        statistic: its tag is x's tag without the last component (the reduced one)."""
+        self._arity(e, 2, 2)
+        x = self.eval(e.args[0])
+        if not isinstance(x, DVal):
+            raise self.err(f"{name}() reduces a data value, not {_describe(x)}", e.args[0])
+        width = self.const_int(e.args[1], f"{name} width")
+        assert self.launch is not None
+        g = self.launch.group_size
+        if width < 2 or width & (width - 1) or g % width:
+            raise self.err(f"{name} width must be a power of two in [2, {g}] dividing the {self.launch.group_kind} "
+                           f"size", e.args[1])
+        vid = self._value("reduce", (x.vid,))
+        self.facts.add("lane_reduce", vid, name[5:], width)
+        return DVal(vid, x.dtype)
 
     def _elementwise(self, e: A.Call, args: list[Val]) -> DVal:
         vids, dtype = [], "f32"
@@ -468,9 +492,9 @@ class KernelLowering:
                 self.facts.add("assumption", self.t.op("ge", self.t.sym(f"size:{p.name}"), self.t.const(0)))
                 continue
             if not (isinstance(ann, A.Subscript) and isinstance(ann.value, A.Name) and ann.value.id == "Tensor"
-                    and len(ann.indices) == 2):
+                    and len(ann.indices) in (2, 3)):
                 raise self.err(f"parameter '{p.name}' needs a type Tensor[dtype, (dims...)] or int", ann)
-            dt, shape = ann.indices
+            dt, shape = ann.indices[:2]
             if not isinstance(dt, A.Name) or dt.id not in DTYPES:
                 raise self.err(f"unknown element type in Tensor[...]; expected one of {', '.join(sorted(DTYPES))}", dt)
             dims = shape.elts if isinstance(shape, A.Tuple) else (shape,)
@@ -489,8 +513,26 @@ class KernelLowering:
                 else:
                     raise self.err("a tensor dimension must be a size name or a positive integer", d)
             buf = Buffer(p.name, p.name, "global", dt.id, tuple(eids), None, None, p.span)
+            if len(ann.indices) == 3:
+                buf.index_values = self._index_values(ann.indices[2], buf)
             self._declare(buf)
             self.env[p.name] = _Binding(buf, 0)
+            if buf.index_values is not None:
+                lo, hi, injective = buf.index_values
+                self.facts.add("index_values", buf.id, lo, hi, int(injective))
+
+    def _index_values(self, e: A.Expr, buf: Buffer) -> tuple[int, int, bool]:
+        """`Tensor[i32, (n,), (lo, hi)]`: an index tensor whose values lie in [lo, hi);
+        `Tensor[i32, (n,), permutation]`: a permutation of [0, n) (routing tables, sorted ids)."""
+        if buf.dtype not in ("i32", "u32", "i64"):
+            raise self.err("only an integer tensor can declare its values (an index tensor)", e)
+        if isinstance(e, A.Name) and e.id == "permutation":
+            if len(buf.shape) != 1:
+                raise self.err("a permutation is a one-dimensional index tensor", e)
+            return self.t.const(0), buf.shape[0], True
+        if isinstance(e, A.Tuple) and len(e.elts) == 2:
+            return self.index(e.elts[0], "lower value bound"), self.index(e.elts[1], "upper value bound"), False
+        raise self.err("the third entry of Tensor[...] is (lo, hi) or permutation", e)
 
     def _declare(self, buf: Buffer) -> None:
         base, n = buf.id, 2
@@ -813,6 +855,8 @@ class KernelLowering:
             if fname in ("shared", "local") and fname not in self.env:
                 return self._alloc(name, value, s)
             f = self.env.get(fname)
+            if f is None and fname in self.imports and isinstance(self.imports[fname], LoadMatrix):
+                return self._ldmatrix(name, value, s)
             if f is None and fname in self.imports:
                 return self._mma(name, value, s)
             if f is None and fname in INSTRUCTIONS:
@@ -891,6 +935,50 @@ class KernelLowering:
             aid = self._access(buf, "write_all", (), self.t.sym("slot"))
             self.facts.add("store_value", aid, v.vid)
 
+    def _ldmatrix(self, name: str, e: A.Call, s: A.Stmt) -> None:
+        """`dst = ldmatrix_x4(S[r, c])`: every lane supplies the shared address (r, c) of one row
+        of an 8x8 b16 matrix; register slot v of lane l receives element (row, col) of matrix
+        v // 2 from the row supplied by lane 8 * (v // 2) + (stored row). Lowered as a load of S
+        at the provider lane's (r, c) + column offset, per slot, into a whole-array write of dst."""
+        lm: LoadMatrix = self.imports[e.func_name]  # type: ignore[assignment]
+        assert self.launch is not None
+        if self.launch.group_kind != "warp" or self.launch.group_size != 32:
+            raise self.err(f"{lm.name} runs on a warp of 32 threads; the kernel declares "
+                           f"{self.launch.group_kind}={self.launch.group_size}", e)
+        if len(self.launch.block) != 1:
+            raise self.err(f"{lm.name} needs a one-dimensional block", e)
+        if len(e.args) != 1 or e.kwargs or not isinstance(e.args[0], A.Subscript):
+            raise self.err(f"{lm.name}(S[row, col]) takes one indexed shared buffer: this lane's row address", e)
+        src = e.args[0]
+        buf = self.lookup(src.value) if isinstance(src.value, A.Name) else None
+        if not isinstance(buf, Buffer) or buf.space != "shared" or buf.rank != 2:
+            raise self.err(f"{lm.name} reads a two-dimensional shared buffer", src)
+        dst = self.env.get(name)
+        values = 2 * lm.matrices
+        if dst is None or not isinstance(dst.value, Buffer) or dst.value.space != "local" or _size(dst.value) != values:
+            raise self.err(f"the result of {lm.name} needs a local register array of {values} values", e)
+        if buf.dtype not in ("bf16", "f16") or dst.value.dtype not in ("bf16", "f16"):
+            raise self.err(f"{lm.name} moves 16-bit elements (bf16/f16)", e)
+        sid = self._node("ldmatrix", s.span)
+        row, col = (self.index(i) for i in src.indices)
+        t = self.t
+        tid, slot = t.sym("tid:0"), t.sym("slot")
+        lane, half = t.op("mod", tid, t.const(32)), t.op("mod", slot, t.const(2))
+        stored_row = t.op("floordiv", lane, t.const(4)) if not lm.trans else \
+            t.op("add", t.op("mul", t.const(2), t.op("mod", lane, t.const(4))), half)
+        stored_col = t.op("add", t.op("mul", t.const(2), t.op("mod", lane, t.const(4))), half) if not lm.trans else \
+            t.op("floordiv", lane, t.const(4))
+        provider = t.op("add", t.op("mul", t.op("floordiv", tid, t.const(32)), t.const(32)),
+                        t.op("add", t.op("mul", t.const(8), t.op("floordiv", slot, t.const(2))), stored_row))
+        coords = (substitute(t, row, {"tid:0": provider}),
+                  t.op("add", substitute(t, col, {"tid:0": provider}), stored_col))
+        aid = self._access(buf, "load", coords, self._address(buf, coords))
+        vid = self._value("load")
+        self.facts.add("value_load", vid, aid)
+        self.facts.add("slot_range", sid, values)
+        out = self._access(dst.value, "write_all", (), t.sym("slot"))
+        self.facts.add("store_value", out, vid)
+
     def _mma(self, name: str, e: A.Call, s: A.Stmt) -> None:
         instr = self.imports[e.func_name]  # type: ignore[index]
         assert self.launch is not None
@@ -966,16 +1054,17 @@ def _free_names(e: A.Expr, bound: set[str]) -> set[str]:
     return out
 
 
-def resolve_imports(module: A.Module) -> dict[str, Instruction]:
-    out: dict[str, Instruction] = {}
+def resolve_imports(module: A.Module) -> dict[str, Instruction | LoadMatrix]:
+    out: dict[str, Instruction | LoadMatrix] = {}
     for imp in module.imports:
         vendor = MODULES.get(imp.module)
         if vendor is None:
             raise FrontEndError(f"unknown module '{imp.module}' (known: {', '.join(sorted(MODULES))})", imp.span)
         for n in imp.names:
-            instr = INSTRUCTIONS.get(n)
-            if instr is None or instr.vendor != vendor:
-                offered = sorted(i.name for i in INSTRUCTIONS.values() if i.vendor == vendor)
+            instr = INSTRUCTIONS.get(n) or (LOAD_MATRIX.get(n) if vendor == "nvidia" else None)
+            if instr is None or getattr(instr, "vendor", "nvidia") != vendor:
+                offered = sorted([i.name for i in INSTRUCTIONS.values() if i.vendor == vendor] +
+                                 (list(LOAD_MATRIX) if vendor == "nvidia" else []))
                 raise FrontEndError(f"'{imp.module}' has no instruction '{n}' (it offers: {', '.join(offered)})",
                                     imp.span)
             out[n] = instr

@@ -148,6 +148,57 @@ def drop_bounds_mask(text: str) -> list[Mutant]:
     return out
 
 
+def wrong_kv_head(text: str) -> list[Mutant]:
+    """Map query head h to KV head h % G instead of h // G (grouped-query attention)."""
+    return _sub_each(text, "wrong_kv_head", r"^\s*\w+ = h // (\d+)\s*$",
+                     lambda m, line: line.replace(f"h // {m.group(1)}", f"h % {m.group(1)}"),
+                     "query head -> KV head mapping h % G")
+
+
+def wrong_statistic_row(text: str) -> list[Mutant]:
+    """Use the statistic of the neighbouring register slot (another row) in a rescale."""
+    return _sub_each(text, "wrong_statistic_row", r"exp2\((\w+)\[r\] - ",
+                     lambda m, line: line.replace(f"exp2({m.group(1)}[r] - ", f"exp2({m.group(1)}[r ^ 1] - ", 1),
+                     "rescale with another row's statistic")
+
+
+def wrong_reduction_width(text: str) -> list[Mutant]:
+    """Reduce over twice as many lanes as one row occupies."""
+    return _sub_each(text, "wrong_reduction_width", r"lane_(?:sum|max)\((.*), (\d+)\)",
+                     lambda m, line: line[:m.start(2)] + str(2 * int(m.group(2))) + line[m.end(2):],
+                     "lane reduction wider than a row")
+
+
+def wrong_expert_index(text: str) -> list[Mutant]:
+    """Gather the weights of the next block's expert: an index read from a routing table
+    (`e = expert_ids[pid]`) is replaced, at its first use as a tensor index, by the read one
+    position further."""
+    tables = {m.group(1): m.group(2) for m in re.finditer(
+        r"(\w+): Tensor\[\w+, \((\w+),?\), \(", text)}
+    out = []
+    lines = _lines(text)
+    for i, line in enumerate(lines):
+        m = re.fullmatch(r"\s*(\w+) = (\w+)\[(.+)\]\s*", line)
+        if m is None or m.group(2) not in tables:
+            continue
+        name, table, idx = m.groups()
+        for j in range(i + 1, len(lines)):
+            if f"[{name}, " in lines[j]:
+                new = lines[j].replace(f"[{name}, ", f"[{table}[({idx} + 1) % {tables[table]}], ", 1)
+                out.append(Mutant("wrong_expert_index", j + 1, "gathers another block's expert",
+                                  _replace_line(text, j, new)))
+                break
+    return out
+
+
+def ldmatrix_matrix_order(text: str) -> list[Mutant]:
+    """Swap the lane bits that pick an ldmatrix.x4 row's matrix (rows + 8 vs columns + 8)."""
+    def edit(m, line):
+        a, b = "(lane // 8) % 2", "lane // 16"
+        return line.replace(a, "@@").replace(b, a).replace("@@", b) if a in line and b in line else None
+    return _sub_each(text, "ldmatrix_matrix_order", r"ldmatrix_x4\(", edit, "ldmatrix matrices in the wrong order")
+
+
 def _split_top(s: str) -> list[str]:
     """Split an index list at top-level commas."""
     parts, depth, cur = [], 0, ""
@@ -176,6 +227,11 @@ OPERATORS: dict[str, Callable[[str], list[Mutant]]] = {
     "wrong_accumulator_output": wrong_accumulator_output,
     "drop_block_offset": drop_block_offset,
     "drop_bounds_mask": drop_bounds_mask,
+    "wrong_kv_head": wrong_kv_head,
+    "wrong_statistic_row": wrong_statistic_row,
+    "wrong_reduction_width": wrong_reduction_width,
+    "wrong_expert_index": wrong_expert_index,
+    "ldmatrix_matrix_order": ldmatrix_matrix_order,
 }
 
 

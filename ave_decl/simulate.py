@@ -24,7 +24,7 @@ import numpy as np
 
 from . import ast as A
 from .errors import FrontEndError
-from .instructions import Instruction, OperandMap
+from .instructions import Instruction, LoadMatrix, OperandMap
 from .layout import AnyLayout, Composed, Layout, Swizzle, col_major, row_major
 from .lower import DTYPES, resolve_imports
 from .race_detector import RaceDetector
@@ -103,13 +103,15 @@ class SimResult:
 class Simulator:
     def __init__(self, kernel: A.Kernel, imports: dict[str, Instruction], sizes: dict[str, int],
                  blocks: list[tuple[int, ...]] | None = None, seed: int = 0, shadow: bool = True,
-                 probe: dict | None = None):
+                 probe: dict | None = None, async_land: str = "wait"):
         self.k = kernel
+        self.async_land = async_land  # "wait": copies land at the next async_wait(); "issue": at once
         self.imports = imports
         self.sizes = dict(sizes)
         self.seed = seed
         self.shadow = shadow
         self.probe = probe
+        self.current: A.Stmt | None = None
         self.env: dict[str, object] = {}
         self.buffers: dict[str, Buf] = {}
         self.loop_vars: dict[str, int] = {}
@@ -171,6 +173,8 @@ class Simulator:
             shape = tuple(self.sizes[d.id] if isinstance(d, A.Name) else d.value  # type: ignore[union-attr]
                           for d in (dims.elts if isinstance(dims, A.Tuple) else (dims,)))
             values = rng.standard_normal(shape).astype(np.float32)
+            if len(p.annotation.indices) == 3:  # an index tensor: a permutation or values in [lo, hi)
+                values = self._index_input(p.annotation.indices[2], shape, rng)
             if dt in _ROUND:
                 values = values.astype(_ROUND[dt]).astype(np.float32)
             self.inputs[p.name] = values
@@ -178,6 +182,14 @@ class Simulator:
             self.env[p.name] = self.buffers[p.name]
         for name, value in self.sizes.items():
             self.env.setdefault(name, self._ival(value))
+
+    def _index_input(self, e: A.Expr, shape: tuple[int, ...], rng) -> np.ndarray:
+        if isinstance(e, A.Name) and e.id == "permutation":
+            return rng.permutation(math.prod(shape)).reshape(shape).astype(np.float32)
+        saved, self.env = self.env, {n: self._ival(v) for n, v in self.sizes.items()}
+        lo, hi = (self._const(x) for x in e.elts)  # type: ignore[union-attr]
+        self.env = saved
+        return rng.integers(lo, hi, size=shape).astype(np.float32)
 
     def _const(self, e: A.Expr) -> int:
         v = self.eval(e)
@@ -205,6 +217,8 @@ class Simulator:
     def stmt(self, s: A.Stmt) -> None:
         if isinstance(s, A.Pass):
             return
+        if not isinstance(s, (A.For, A.If)):
+            self.current = s  # the statement whose expressions are being evaluated (for shadow records)
         if isinstance(s, A.For):
             it = s.iter
             assert isinstance(it, A.Call)
@@ -276,6 +290,8 @@ class Simulator:
         name = target.id  # type: ignore[union-attr]
         if isinstance(value, A.Call) and value.func_name in ("shared", "local"):
             return self._alloc(name, value)
+        if isinstance(value, A.Call) and isinstance(self.imports.get(value.func_name), LoadMatrix):
+            return self._ldmatrix(name, value, s)
         if isinstance(value, A.Call) and value.func_name in self.imports:
             return self._mma(name, value, s)
         v = self.eval(value)
@@ -299,6 +315,8 @@ class Simulator:
         data = self.eval(src)
         buf = self.env[dst.value.id]  # type: ignore[union-attr]
         idx = [self._index(i) for i in dst.indices]  # type: ignore[union-attr]
+        if self.async_land == "issue":
+            return self._store(buf, idx, data, s)
         self.pending.append((buf, idx, data, s, self.active))
 
     def _land_copies(self) -> None:
@@ -457,8 +475,10 @@ class Simulator:
     # ------------------------------------------------------- expressions
     def _index(self, e: A.Expr) -> jnp.ndarray:
         v = self.eval(e)
-        if isinstance(v, Data):
-            raise SimulationError("a data value used as an index", e.span)
+        if isinstance(v, Data):  # a read of an index tensor (data-dependent index)
+            if not bool(jnp.all(v.v == jnp.round(v.v))):
+                raise SimulationError("a non-integer data value used as an index", e.span)
+            return v.v.astype(_ITYPE)
         return self._ival(jnp.asarray(v, _ITYPE))
 
     def eval(self, e: A.Expr):
@@ -517,14 +537,55 @@ class Simulator:
         return cmp[op](a, b).astype(_ITYPE)
 
     def _combine(self, v: jnp.ndarray, args: list[Data]) -> Data:
-        """Elementwise result: the tag of the one tagged operand; two tagged operands: Top."""
-        tagged = [a.arity > 0 for a in args]
-        count = sum(t.astype(_ITYPE) for t in tagged)
+        """Elementwise result: the tag of the one full operand (arity > 0); with none, the first
+        row statistic (arity < 0); two full operands: Top. Statistics must be the result row's
+        (checked as ave/row-statistics, like the static invariant)."""
+        full = [a.arity > 0 for a in args]
+        stat = [a.arity < 0 for a in args]
+        nfull = sum(f.astype(_ITYPE) for f in full)
         tag = jnp.zeros(self.shape + (LMAX,), _ITYPE)
         arity = jnp.zeros(self.shape, _ITYPE)
-        for a, t in zip(args, tagged):
-            tag = jnp.where((t & (count == 1))[..., None], a.tag, tag)
-            arity = jnp.where(t & (count == 1), a.arity, arity)
+        for a, f in zip(args, full):
+            tag = jnp.where((f & (nfull == 1))[..., None], a.tag, tag)
+            arity = jnp.where(f & (nfull == 1), a.arity, arity)
+        taken = jnp.zeros(self.shape, bool)
+        for a, st in zip(args, stat):
+            pick = st & (nfull == 0) & ~taken
+            tag = jnp.where(pick[..., None], a.tag, tag)
+            arity = jnp.where(pick, a.arity, arity)
+            taken = taken | pick
+        if self.shadow and any(bool(jnp.any(st)) for st in stat) and self.current is not None:
+            idx = jnp.arange(LMAX)
+            for a, st in zip(args, stat):
+                n = -a.arity
+                prefix = jnp.all(jnp.where(idx < n[..., None], a.tag == tag, True), axis=-1)
+                longer = jnp.where(nfull == 1, jnp.abs(arity) > n, jnp.abs(arity) == n)
+                holds = ~st | (nfull > 1) | (longer & prefix)
+                self._record("ave/row-statistics", self.current, holds[..., None], a.tag[:, :, None],
+                             a.arity[..., None], tag[:, :, None], arity[..., None], source="combine")
+        return Data(v, tag, arity)
+
+    def _lane_reduce(self, e: A.Call) -> Data:
+        """lane_max / lane_sum over aligned groups of `width` consecutive lanes; the result's tag
+        drops the last component (a statistic: negative arity), and the group must share the rest."""
+        d = self.eval(e.args[0])
+        d = d if isinstance(d, Data) else self._top(jnp.asarray(d, jnp.float32))
+        width = self._const(e.args[1])
+        groups = (self.B, self.T // width, width)
+        vals = jnp.where(self.active, d.v, -jnp.inf if e.func_name == "lane_max" else 0.0).reshape(groups)
+        red = jnp.max(vals, axis=2) if e.func_name == "lane_max" else jnp.sum(vals, axis=2)
+        v = jnp.repeat(red, width, axis=1)
+        n = jnp.abs(d.arity)
+        idx = jnp.arange(LMAX)
+        keep = idx < (n - 1)[..., None]
+        tag = jnp.where(keep, d.tag, 0)
+        arity = jnp.where(n > 0, -(n - 1), 0)
+        if self.shadow and self.current is not None:
+            lead_tag = jnp.repeat(tag.reshape(groups + (LMAX,))[:, :, :1], width, axis=2).reshape(tag.shape)
+            lead_ar = jnp.repeat(arity.reshape(groups)[:, :, :1], width, axis=2).reshape(arity.shape)
+            holds = (arity == lead_ar) & jnp.all(tag == lead_tag, axis=-1)
+            self._record("ave/row-statistics", self.current, holds[..., None], tag[:, :, None], arity[..., None],
+                         lead_tag[:, :, None], lead_ar[..., None], source="reduce")
         return Data(v, tag, arity)
 
     def _call(self, e: A.Call):
@@ -563,6 +624,8 @@ class Simulator:
             dt = e.args[1].id  # type: ignore[union-attr]
             v = jnp.asarray(np.asarray(d.v).astype(_ROUND[dt]).astype(np.float32)) if dt in _ROUND else d.v
             return Data(v, d.tag, d.arity)
+        if name in ("lane_max", "lane_sum"):
+            return self._lane_reduce(e)
         if name in ("select", "fmax", "fmin"):
             args = [self.eval(a) for a in e.args]
             ds = [a if isinstance(a, Data) else self._top(jnp.asarray(a, jnp.float32)) for a in args]
@@ -618,11 +681,12 @@ class Simulator:
             if isinstance(x, A.UnaryOp):
                 inner = go(x.operand)
                 return (inner == 0) if x.op == "not" else -inner
-            return jnp.asarray(self.eval(x))[..., None]
+            v = self.eval(x)
+            return jnp.asarray(v.v.astype(_ITYPE) if isinstance(v, Data) else v)[..., None]
 
         return (jnp.asarray(go(lam.body)) != 0) & (la > 0) & (ra > 0)
 
-    def _record(self, inv: str, s, holds, lt, la, rt, ra) -> None:
+    def _record(self, inv: str, s, holds, lt, la, rt, ra, source: str = "") -> None:
         act = self.active[..., None] & jnp.ones(holds.shape, bool)
         bad = np.asarray(act & ~holds)
         key = (inv, s.span.line)
@@ -639,19 +703,36 @@ class Simulator:
                        "lhs_tag": _tag_list(lt[b, t, slot], la[b, t, slot]),
                        "rhs_tag": _tag_list(rt[b, t, slot], ra[b, t, slot])}
         f.failed += n
-        self._probe(s, {"lhs": (lt, la), "rhs": (rt, ra)})
+        self._probe(s, {"lhs": (lt, la), "rhs": (rt, ra)}, source=source)
 
-    def _probe(self, s, operands: dict, oob: np.ndarray | None = None) -> None:
+    def _probe(self, s, operands: dict, oob: np.ndarray | None = None, source: str = "") -> None:
         """Keep what meets at a statement for a replay (only the requested line and iterations)."""
         p = self.probe
         if p is None or p.get("line") != s.span.line:
             return
         if any(self.loop_vars.get(k) != v for k, v in p.get("iterations", {}).items()):
             return
-        self.probes.append({"line": s.span.line, "iterations": dict(self.loop_vars), "oob": oob,
+        self.probes.append({"line": s.span.line, "iterations": dict(self.loop_vars), "oob": oob, "source": source,
                             "operands": {k: (np.asarray(t), np.asarray(a)) for k, (t, a) in operands.items()}})
 
     # --------------------------------------------------- matrix instructions
+    def _ldmatrix(self, name: str, e: A.Call, s) -> None:
+        """Every lane supplies a row address; slot v of lane l gets element (row, col) of matrix
+        v // 2 from the row that lane 8 * (v // 2) + row supplied (instructions.LoadMatrix)."""
+        lm = self.imports[e.func_name]
+        src = e.args[0]
+        buf, dst = self.env[src.value.id], self.env[name]  # type: ignore[union-attr]
+        rows, cols = (np.asarray(self._index(i)) for i in src.indices)  # type: ignore[union-attr]
+        t = np.arange(self.T)
+        lane, base = t % 32, t - t % 32
+        for v in range(2 * lm.matrices):
+            h = v % 2
+            srow = lane // 4 if not lm.trans else 2 * (lane % 4) + h
+            scol = 2 * (lane % 4) + h if not lm.trans else lane // 4
+            provider = base + 8 * (v // 2) + srow
+            d = self.load(buf, [jnp.asarray(rows[:, provider]), jnp.asarray(cols[:, provider] + scol[None, :])], src)
+            self._store(dst, [self._ival(v)], d, s)
+
     def _mma(self, name: str, e: A.Call, s) -> None:
         instr = self.imports[e.func_name]  # type: ignore[index]
         a, b, c = (self.env[x.id] for x in e.args)  # type: ignore[union-attr]
@@ -749,7 +830,7 @@ def _merge_classes(into: dict, new: dict) -> None:
 
 
 def _tag_list(tag, arity) -> list[int]:
-    n = int(np.asarray(arity))
+    n = abs(int(np.asarray(arity)))
     return [int(x) for x in np.asarray(tag)[:n]]
 
 
@@ -786,6 +867,32 @@ def reference_of(kernel: A.Kernel) -> tuple[str, str] | None:
     return out.strip(), expr.strip()
 
 
+def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True) -> np.ndarray:
+    """softmax(q k^T / sqrt(d)) v per head, query heads grouped onto KV heads (GQA):
+    q (H, S, D), k and v (HKV, S, D) with H a multiple of HKV; head h reads KV head h // (H // HKV)."""
+    heads, seq, dim = q.shape
+    group = heads // k.shape[0]
+    out = np.zeros_like(q)
+    for h in range(heads):
+        scores = q[h] @ k[h // group].T / np.sqrt(dim)
+        if causal:
+            scores = np.where(np.tril(np.ones((seq, seq), bool)), scores, -np.inf)
+        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        out[h] = (p / p.sum(axis=1, keepdims=True)) @ v[h // group]
+    return out
+
+
+def moe_reference(x: np.ndarray, w: np.ndarray, sorted_ids: np.ndarray, expert_ids: np.ndarray,
+                  weights: np.ndarray, topk: int, block: int = 32) -> np.ndarray:
+    """Routed expert GEMM: row i of the sorted order is token-slot s = sorted_ids[i] (token
+    s // topk), computed with expert expert_ids[i // block] and scaled by weights[s]; the result
+    lands in row s."""
+    out = np.zeros((sorted_ids.shape[0], w.shape[2]))
+    for i, s in enumerate(sorted_ids.astype(int)):
+        out[s] = (x[s // topk] @ w[int(expert_ids[i // block])]) * weights[s]
+    return out
+
+
 def evaluate_reference(expr: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
     """A numpy expression over the input tensors, in float64 (names: inputs, np, exp, exp2, max, ...)."""
     tree = pyast.parse(expr, mode="eval")
@@ -796,7 +903,8 @@ def evaluate_reference(expr: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
         if not isinstance(node, allowed):
             raise ValueError(f"reference expression uses {type(node).__name__}")
     env = {k: v.astype(np.float64) for k, v in inputs.items()}
-    env.update(np=np, exp=np.exp, exp2=np.exp2, transpose=np.transpose, sum=np.sum, max=np.max)
+    env.update(np=np, exp=np.exp, exp2=np.exp2, transpose=np.transpose, sum=np.sum, max=np.max,
+               attention=attention_reference, moe=moe_reference)
     return np.asarray(eval(compile(tree, "<reference>", "eval"), {"__builtins__": {}}, env))  # noqa: S307
 
 
@@ -816,8 +924,8 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: float = 1e-3) -> dict:
 
 def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None = None, seed: int = 0,
                     blocks: list[tuple[int, ...]] | None = None, shadow: bool = True,
-                    probe: dict | None = None, block_prefix: tuple[int, ...] | None = None
-                    ) -> list[tuple[str, SimResult]]:
+                    probe: dict | None = None, block_prefix: tuple[int, ...] | None = None,
+                    async_land: str = "wait") -> list[tuple[str, SimResult]]:
     """Parse and simulate the kernels of a file (all, or the one named)."""
     from .parser import parse_source
 
@@ -830,7 +938,7 @@ def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None =
             continue
         if block_prefix is not None:
             blocks = [block_prefix]
-        sim = Simulator(k, imports, sizes, blocks=blocks, seed=seed, shadow=shadow, probe=probe)
+        sim = Simulator(k, imports, sizes, blocks=blocks, seed=seed, shadow=shadow, probe=probe, async_land=async_land)
         result = sim.run()
         ref = reference_of(k)
         if ref is not None:

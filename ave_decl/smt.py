@@ -45,6 +45,7 @@ class Encoder:
         self.ranges: dict[int, tuple[int, int]] = {}  # z3 ast id of a variable -> known [lo, hi]
         self.side: list[z3.BoolRef] = []  # definitional constraints of bit decompositions
         self._bits: dict[int, list[z3.BoolRef]] = {}
+        self._functions: dict[str, z3.FuncDeclRef] = {}
 
     def int_var(self, name: str) -> z3.ArithRef:
         return z3.Int(name, self.ctx)
@@ -109,6 +110,13 @@ class Encoder:
             return (a[0], a[1]) if a[0] >= 0 and a[1] < b[0] else (0, b[0] - 1)
         return None
 
+    def side_snapshot(self) -> tuple[list[z3.BoolRef], dict[int, list[z3.BoolRef]]]:
+        return list(self.side), dict(self._bits)
+
+    def restore_side(self, snapshot: tuple[list[z3.BoolRef], dict[int, list[z3.BoolRef]]]) -> None:
+        """Forget bit decompositions made since the snapshot (they are per obligation)."""
+        self.side, self._bits = list(snapshot[0]), dict(snapshot[1])
+
     def bits_of(self, term: z3.ArithRef, width: int) -> list[z3.BoolRef]:
         """Boolean bits of a term known to lie in [0, 2^width): term == sum(bit_i * 2^i)."""
         key = term.get_id()
@@ -138,6 +146,8 @@ class Encoder:
         n = self.nodes[eid]
         if n.op == "const":
             r: z3.ExprRef = z3.IntVal(n.value, self.ctx)
+        elif n.op == "uf":
+            r = self._uf(n.name, [as_int(self._term(a, env, memo)) for a in n.args])
         elif n.op == "sym":
             if n.name.startswith("size:"):
                 r = self.size(n.name)
@@ -154,6 +164,22 @@ class Encoder:
                 r = _apply(n.op, args, [self.nodes[a] for a in n.args])
         memo[eid] = r
         return r
+
+    def _uf(self, name: str, args: list[z3.ArithRef]) -> z3.ArithRef:
+        """An index tensor read: an uninterpreted function of the coordinates. Its declared value
+        range, and for a permutation injectivity (through an inverse function), are side
+        constraints of every query that mentions the application."""
+        key = f"uf:{name}"
+        if key not in self._functions:
+            sorts = [z3.IntSort(self.ctx)] * len(args)
+            self._functions[key] = z3.Function(f"{name}", *sorts, z3.IntSort(self.ctx))
+            self._functions[key + ":inv"] = z3.Function(f"{name}_inverse", z3.IntSort(self.ctx), z3.IntSort(self.ctx))
+        app = self._functions[key](*args)
+        lo, hi, injective = self.view.index_values[name]
+        self.side.append(z3.And(app >= self.int_term(lo, {}), app < self.int_term(hi, {})))
+        if injective and len(args) == 1:
+            self.side.append(self._functions[key + ":inv"](app) == args[0])
+        return app
 
     # -------------------------------------------------------- instances
     def base_constraints(self) -> list[z3.BoolRef]:
@@ -211,6 +237,9 @@ class Encoder:
             if lo.op == "const" and hi.op == "const":
                 self.ranges[x.get_id()] = (lo.value, hi.value - 1)
         inst.env["slot"] = self.int_var(f"{tag}.slot")
+        if stmt in self.view.slot_range:  # an ldmatrix: its load is one per register slot
+            inst.constraints += [inst.env["slot"] >= 0, inst.env["slot"] < self.view.slot_range[stmt]]
+            self.ranges[inst.env["slot"].get_id()] = (0, self.view.slot_range[stmt] - 1)
         if with_guards:
             for cond, pol in self.view.all_guards(stmt):
                 c = self.bool_term(cond, inst.env)

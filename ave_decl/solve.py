@@ -30,7 +30,8 @@ STRUCTURAL_REASONS = {
 }
 
 KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds"} | {
-    "stored_tag", "write_once", "write_count", "raw_race", "war_race", "async_exposed", "k_distinct", "bank_conflicts"}
+    "stored_tag", "write_once", "write_count", "raw_race", "war_race", "async_exposed", "k_distinct", "bank_conflicts",
+    "broadcast", "stat_eq", "reduce_uniform"}
 
 # relations whose counterexample names two accesses (or two executions) instead of a tag pair
 ACCESS_RELATIONS = {
@@ -42,6 +43,9 @@ ACCESS_RELATIONS = {
     "async_exposed": "an async copy is waited for (and published by a barrier) before its data is read",
     "k_distinct": "each K tag is accumulated into an accumulator element at most once",
     "bank_conflicts": "the lanes of one access phase touch different words of one bank",
+    "broadcast": "a row statistic is combined with a value of its own row (tag prefix)",
+    "stat_eq": "two row statistics combined belong to the same row",
+    "reduce_uniform": "a lane reduction combines elements of one row only",
 }
 
 
@@ -57,6 +61,7 @@ class KernelSolver:
         self.metadata = metadata
         self.timeout_ms = max(1, int(timeout_s * 1000))
         self.base = self.enc.base_constraints()
+        self._base_side = self.enc.side_snapshot()
 
     # ----------------------------------------------------------- findings
     def findings(self) -> list[Finding]:
@@ -80,6 +85,9 @@ class KernelSolver:
 
     def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
         started = time.perf_counter()
+        # bit decompositions are per obligation: carrying every earlier one into later queries
+        # (hundreds with swizzled layouts and kill instantiations) slows each query down
+        self.enc.restore_side(self._base_side)
         if relation not in KNOWN_RELATIONS:
             why = f"unknown obligation relation '{relation}' (known: {', '.join(sorted(KNOWN_RELATIONS))})"
             return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
@@ -128,6 +136,9 @@ class KernelSolver:
             "async_exposed": lambda: self.access.async_exposed(lhs, rhs),
             "k_distinct": lambda: self.access.k_distinct(site, lhs),
             "bank_conflicts": lambda: self.access.bank_conflicts(lhs),
+            "broadcast": lambda: self.access.broadcast(site, lhs, rhs),
+            "stat_eq": lambda: self.access.broadcast(site, lhs, rhs, same_length=True),
+            "reduce_uniform": lambda: self.access.reduce_uniform(site, lhs, rhs),
         }
         if relation in builders:
             return builders[relation]()
@@ -264,6 +275,11 @@ class KernelSolver:
             lhs = self._side("stored value", q.lhs, first, ev, None, None)
             rhs = Side(f"tag of {q.rhs.chain[0].buffer} at the store", None, None, [ev(c) for c in q.rhs.coords],
                        q.rhs.tag_name, [ev(t) for t in q.rhs.tag], [self._point(q.rhs.chain[0], ev)])
+        elif relation in ("broadcast", "stat_eq", "reduce_uniform"):
+            names = {"broadcast": ("value", "row statistic"), "stat_eq": ("row statistic", "other row statistic"),
+                     "reduce_uniform": ("lane", "other lane of the group")}[relation]
+            lhs = self._side(names[0], q.lhs, q.lhs_inst, ev, None, None)
+            rhs = self._side(names[1], q.rhs, q.rhs_inst, ev, None, None)
         elif relation == "k_distinct":
             slot = ev(q.extras["slot"])
             instr = {"k_first": ev(q.extras["k1"]), "k_second": ev(q.extras["k2"])}
@@ -403,6 +419,14 @@ def _access_message(relation: str, c: Counterexample) -> str:
         why = ("no async_wait() on some path" if c.instruction.get("waited") == 0 else
                "no syncthreads() after the copier's async_wait() on some path")
         return f"thread {t_l} loads {lhs.tag_name}{at}, copied asynchronously by thread {t_r}: {why}"
+    if relation == "broadcast":
+        return (f"the statistic of row {tuple(rhs.tag)} is applied to a value tagged {tuple(lhs.tag)} (row "
+                f"{tuple(lhs.tag[:len(rhs.tag)])})")
+    if relation == "stat_eq":
+        return f"statistics of two different rows are combined: {tuple(lhs.tag)} and {tuple(rhs.tag)}"
+    if relation == "reduce_uniform":
+        return (f"the reduction mixes rows: lane {t_l} holds {tuple(lhs.tag)}, lane {t_r} of the same group holds "
+                f"{tuple(rhs.tag)}")
     if relation == "k_distinct":
         return (f"K tag {lhs.tag[-1] if lhs.tag else '?'} is accumulated twice into accumulator slot "
                 f"{c.value_index}: at {lhs.chain[0].iterations if lhs.chain else {}} (k={c.instruction['k_first']}) "

@@ -36,7 +36,9 @@ from ave_decl.report import Verdict  # noqa: E402
 from ave_decl.simulate import SimulationError, simulate_source  # noqa: E402
 from ave_decl.source import SourceFile  # noqa: E402
 
-SIZES = {"M": 128, "N": 64, "K": 192}
+SIZES = {"M": 128, "N": 64, "K": 192}  # the GEMMs
+WORKLOAD_SIZES = {"flash_attention_gqa": {"H": 8, "HKV": 2, "S": 64},
+                  "fused_moe": {"T": 64, "E": 3, "EM": 128, "EB": 4, "N": 64}}
 FAST = ("gemm_lds_mfma.ave", ("transpose_shared_read", "drop_barrier", "wrong_accumulator_output"))
 
 
@@ -46,8 +48,9 @@ def workloads(fast: bool) -> list[Path]:
 
 
 def ground_truth(path: str, text: str) -> dict:
+    sizes = WORKLOAD_SIZES.get(Path(path.split("~")[0]).stem, SIZES)
     try:
-        runs = simulate_source(SourceFile(path, text), SIZES, shadow=True)
+        runs = simulate_source(SourceFile(path, text), sizes, shadow=True)
     except SimulationError as exc:
         return {"simulated": False, "why": exc.message, "output_wrong": False, "bad": False}
     except Exception as exc:  # noqa: BLE001 - a mutant the simulator cannot run is recorded, not fatal
@@ -86,17 +89,18 @@ def run(fast: bool) -> dict:
         rel = str(wl.relative_to(ROOT))
         base = {"workload": wl.name, "mutant": None, "line": None, **static(rel, text)}
         base["truth"] = ground_truth(rel, text)
+        base["sizes"] = WORKLOAD_SIZES.get(wl.stem, SIZES)
         cases.append(base)
         ops = list(FAST[1]) if fast else list(OPERATORS)
         for m in mutants(text, ops, first_only=False):
             row = {"workload": wl.name, "mutant": m.operator, "line": m.line, "description": m.description}
             row.update(static(f"{rel}~{m.operator}@{m.line}", m.text))
-            row["truth"] = ground_truth(rel, m.text)
+            row["truth"] = ground_truth(f"{rel}~", m.text)
             cases.append(row)
             print(f"{wl.name:24} {m.operator:26} line {m.line:3}  truth={'BAD' if row['truth']['bad'] else 'ok':3} "
                   f"verdict={row['verdict']:9} confirmed={row['confirmed']!s:5} {row['check_s']:.2f}s",
                   file=sys.stderr)
-    return {"summary": summarize(cases), "cases": cases, "sizes": SIZES}
+    return {"summary": summarize(cases), "cases": cases, "sizes": {"gemm": SIZES, **WORKLOAD_SIZES}}
 
 
 def summarize(cases: list[dict]) -> dict:

@@ -51,7 +51,7 @@ def test_audit_examples_json_and_sarif(tmp_path, ave, sarif_schema):
     assert len(fail) == 1 and fail[0]["kind"] == "fail" and fail[0]["codeFlows"][0]["threadFlows"]
     assert fail[0]["properties"]["counterexample"]["lhs"]["tag"]
     assert fail[0]["partialFingerprints"]["primaryLocationLineHash"]
-    assert "audit: 7 file(s), 7 kernel(s): 5 verified, 2 violation" in r.out
+    assert "audit: 10 file(s), 10 kernel(s): 8 verified, 2 violation" in r.out
 
 
 def test_unknown_is_open_in_sarif(tmp_path, ave, sarif_schema):

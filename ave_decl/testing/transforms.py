@@ -2,15 +2,18 @@
 
 Every function takes and returns an `ast.Module`; they are what `ave fuzz --transform` expects.
 Semantics-preserving: `xor_swizzle_shared` (one swizzle on every write *and* read of a shared
-buffer), `unroll_constant_loops`. Mutations (they should be caught): `xor_swizzle_writes_only`,
-`transpose_shared_reads`, `shift_k_offset`.
+buffer), `unroll_constant_loops`, `pipeline_k_loop` (2-stage async-copy pipeline). Mutations (they
+should be caught): `xor_swizzle_writes_only`, `transpose_shared_reads`, `pipeline_k_loop_wrong_stage`.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Callable
 
 from .. import ast as A
+from .. import printer
+from ..parser import parse_text
 
 Rewrite = Callable[[object], object | None]
 
@@ -130,3 +133,57 @@ MUTATIONS: dict[str, Callable[[A.Module], A.Module]] = {
     "xor_swizzle_writes_only": xor_swizzle_writes_only,
     "transpose_shared_reads": transpose_shared_reads,
 }
+
+
+def pipeline_k_loop(module: A.Module, read_stage: str = "st") -> A.Module:
+    """Software-pipeline the K loop of a shared-memory GEMM with two stages: every shared tile
+    gets a leading stage dimension, the tiles of iteration kt + step are fetched with
+    `async_copy` into the other stage while stage `st = (kt // step) % 2` is multiplied, and one
+    `async_wait(); syncthreads()` per iteration publishes the next tile (it also separates the
+    previous reads of the other stage from its refill). Applies to kernels of the shape that
+    `strategies.render` draws (copy loops, barrier, compute loops, barrier); any other module,
+    and tiles with a swizzled layout, are returned unchanged. `read_stage` is the stage the
+    compute reads (the correct one is `st`)."""
+    text = printer.module(module)
+    lines = text.split("\n")
+    shared = {m.group(1): m for m in (re.match(r"    (\w+) = shared\((\w+), \((\d+), (\d+)\)\)$", ln) for ln in lines)
+              if m}
+    head = next((i for i, ln in enumerate(lines) if re.match(r"    for kt in range\(0, K, (\d+)\):$", ln)), None)
+    if not shared or head is None or any("layout=" in ln for ln in lines if "shared(" in ln):
+        return module
+    step = re.match(r"    for kt in range\(0, K, (\d+)\):$", lines[head]).group(1)  # type: ignore[union-attr]
+    end = next((i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith("        ")), len(lines))
+    body = lines[head + 1:end]
+    bars = [i for i, ln in enumerate(body) if ln == "        syncthreads()"]
+    if len(bars) != 2 or bars[1] != len(body) - 1:
+        return module
+    copy, compute = body[:bars[0]], body[bars[0] + 1:bars[1]]
+    names = "|".join(shared)
+
+    def staged_copy(block: list[str], stage: str, kt: str, rename: bool) -> list[str]:
+        out = []
+        for ln in block:
+            ln = re.sub(r"\bkt\b", kt, ln)
+            if rename:
+                ln = re.sub(r"\b([ij])\b", r"\g<1>0", ln)
+            m = re.match(rf"(\s*)({names})\[(.*)\] = (.*)$", ln)
+            out.append(f"{m.group(1)}async_copy({m.group(2)}[{stage}, {m.group(3)}], {m.group(4)})" if m else ln)
+        return out
+
+    prologue = [ln[4:] for ln in staged_copy(copy, "0", "0", rename=True)]
+    refill = ["    " + ln for ln in staged_copy(copy, "1 - st", f"(kt + {step})", rename=False)]
+    reads = [re.sub(rf"\b({names})\[", rf"\g<1>[{read_stage}, ", ln) for ln in compute]
+    new_loop = [lines[head], f"        st = (kt // {step}) % 2", "        async_wait()", "        syncthreads()",
+                f"        if kt + {step} < K:"] + refill + reads
+    decls = [re.sub(r"shared\((\w+), \((\d+), (\d+)\)\)$", r"shared(\1, (2, \2, \3))", ln) if ln in
+             {m.group(0) for m in shared.values()} else ln for ln in lines[:head]]
+    return parse_text("\n".join(decls + prologue + new_loop + lines[end:]), "pipelined.ave")
+
+
+def pipeline_k_loop_wrong_stage(module: A.Module) -> A.Module:
+    """Deliberately broken pipelining: the compute reads the stage that is being refilled."""
+    return pipeline_k_loop(module, read_stage="1 - st")
+
+
+CATALOGUE["pipeline_k_loop"] = pipeline_k_loop
+MUTATIONS["pipeline_k_loop_wrong_stage"] = pipeline_k_loop_wrong_stage

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 
 from ave_decl.report import Verdict
+from ave_decl import printer
 from ave_decl.testing.fuzz import check_transformation
 from ave_decl.testing.strategies import GemmSpec, KernelCase, gemm_kernels, render
 from ave_decl.testing.transforms import CATALOGUE, MUTATIONS
@@ -38,6 +39,18 @@ def test_fuzz_finds_nothing_in_the_correct_transformation(tmp_path, ave):
 @given(gemm_kernels(naive=False))
 def test_swizzle_transformation_preserves_semantics_and_verdicts(case):
     assert check_transformation(case, CATALOGUE["xor_swizzle_shared"], simulate=True) is None
+
+
+@settings(max_examples=2, deadline=None)
+@given(gemm_kernels(naive=False))
+def test_pipelining_preserves_semantics_and_verdicts(case):
+    assert check_transformation(case, CATALOGUE["pipeline_k_loop"], simulate=True) is None
+
+
+def test_pipelining_applies_to_the_drawn_family():
+    spec = GemmSpec(2, 1, 16, None, None, 1, 1, 2)
+    module = parse_text(render(spec))
+    assert "async_copy" in printer.module(CATALOGUE["pipeline_k_loop"](module))
 
 
 def test_unrolling_preserves_verdicts():
