@@ -41,6 +41,17 @@ def pytest_report_header(config):
     return f"engine differential tests compare against: {'live souffle at ' + found if found else 'golden outputs'}"
 
 
+LONG_FACTOR = 40  # --hypothesis-profile=long multiplies every property test's budget
+
+
+def examples(n: int) -> int:
+    """A property test's example budget: `n` in `make test`, `n * LONG_FACTOR` in the long profile
+    (an explicit @settings(max_examples=...) would otherwise cap the long profile too)."""
+    from hypothesis import settings
+
+    return n * LONG_FACTOR if settings.default.max_examples >= 2000 else n
+
+
 def _hypothesis_profiles() -> None:
     """`make test` is deterministic (derandomized, bounded); `--hypothesis-profile=long` explores."""
     from hypothesis import HealthCheck, settings

@@ -16,7 +16,7 @@ from ave_decl.datalog.souffle_engine import find_souffle
 from ave_decl.facts import merge
 from ave_decl.pipeline import front_end, read_sources
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, examples
 from engines.gen import HypothesisChooser, generate
 from engines.oracle import CORPUS, _norm, case_facts, clingo_outcome, from_json_outcome, load_golden, souffle_outcome
 
@@ -56,7 +56,7 @@ def test_random_programs_golden():
 
 
 @needs_souffle
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_random_programs_live(data):
     case = generate(HypothesisChooser(data))

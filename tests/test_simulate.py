@@ -10,7 +10,7 @@ from ave_decl.report import Verdict
 from ave_decl.simulate import simulate_source
 from ave_decl.source import SourceFile
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, examples
 
 SIZES = {"gemm_naive": dict(M=32, N=32, K=16), "gemm_lds_mfma": dict(M=64, N=64, K=128),
          "gemm_lds_mfma_transposed": dict(M=64, N=64, K=64), "untagged_operand": dict(N=128)}
@@ -78,7 +78,7 @@ def test_every_counterexample_replays():
             assert r.confirmed, (name, f.invariant, r.detail)
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=examples(5), deadline=None)
 @given(st.sampled_from([("gemm_naive", dict(M=32, N=32, K=8)), ("gemm_naive", dict(M=32, N=48, K=24)),
                         ("gemm_naive", dict(M=48, N=32, K=16)), ("gemm_lds_mfma", dict(M=64, N=128, K=64)),
                         ("gemm_lds_mfma", dict(M=128, N=64, K=128))]))

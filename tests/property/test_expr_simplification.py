@@ -6,6 +6,8 @@ from hypothesis import strategies as st
 
 from ave_decl.ir import ExprTable, Node, evaluate
 
+from conftest import examples
+
 OPS = ["add", "sub", "mul", "floordiv", "mod", "recombine", "mod_of_sum", "mod_of_mod", "div_of_div"]
 
 
@@ -41,7 +43,7 @@ def build(steps, simplify: bool):
     return t, vals[-1]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(programs(), st.integers(-300, 300), st.integers(-300, 300))
 def test_simplified_equals_raw(steps, x, y):
     t1, e1 = build(steps, True)

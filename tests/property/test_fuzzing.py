@@ -12,7 +12,7 @@ from ave_decl.testing.strategies import GemmSpec, KernelCase, gemm_kernels, rend
 from ave_decl.testing.transforms import CATALOGUE, MUTATIONS
 from ave_decl.parser import parse_text
 
-from conftest import ROOT
+from conftest import ROOT, examples
 
 TRANSFORMS = ROOT / "examples" / "transforms" / "swizzle_shared.py"
 
@@ -35,13 +35,13 @@ def test_fuzz_finds_nothing_in_the_correct_transformation(tmp_path, ave):
     assert not (tmp_path / "none").exists()
 
 
-@settings(max_examples=2, deadline=None)
+@settings(max_examples=examples(2), deadline=None)
 @given(gemm_kernels(naive=False))
 def test_swizzle_transformation_preserves_semantics_and_verdicts(case):
     assert check_transformation(case, CATALOGUE["xor_swizzle_shared"], simulate=True) is None
 
 
-@settings(max_examples=2, deadline=None)
+@settings(max_examples=examples(2), deadline=None)
 @given(gemm_kernels(naive=False))
 def test_pipelining_preserves_semantics_and_verdicts(case):
     assert check_transformation(case, CATALOGUE["pipeline_k_loop"], simulate=True) is None

@@ -13,6 +13,8 @@ from ave_decl.errors import AveError
 from ave_decl.parser import parse_text
 from ave_decl.source import SourceFile
 
+from conftest import examples
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 KEYWORDS = {"lambda", "and", "or", "not", "if", "else", "elif", "for", "in", "def", "from", "import", "pass",
             "True", "False"}
@@ -72,7 +74,7 @@ kernels = st.builds(
     st.lists(STMTS[2], min_size=1, max_size=4).map(tuple))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(exprs)
 def test_expression_round_trip(e):
     text = printer.expr(e)
@@ -80,7 +82,7 @@ def test_expression_round_trip(e):
     assert parsed == A.ExprStmt(e), text
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(kernels, min_size=1, max_size=2))
 def test_module_round_trip(ks):
     m = A.Module((A.Import("ave.amdgpu", ("mfma_f32_32x32x8_bf16",)),), tuple(ks))
@@ -94,7 +96,7 @@ def test_examples_round_trip():
         assert parse_text(printer.module(m)) == m, path
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(EXAMPLES.glob("*.ave"))), st.data())
 def test_mutated_examples_never_crash(path, data):
     """Byte-level mutations: a clean AveError or a parsed module, never another exception."""
@@ -120,7 +122,7 @@ def test_mutated_examples_never_crash(path, data):
         pass
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(EXAMPLES.glob("*.ave"))), st.lists(st.tuples(st.integers(0, 10**6),
        st.sampled_from(list(b"()[]:,=+-*/%#\n 0123456789abcxyz.")), st.sampled_from(["flip", "delete", "insert"])),
        min_size=1, max_size=3))
