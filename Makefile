@@ -26,7 +26,7 @@ demo: $(STAMP)
 define DEMO_JSON
 import json, sys
 report = json.load(sys.stdin)
-finding = next(f for k in report["kernels"] for f in k["findings"] if f["counterexample"])
+finding = next(f for k in report["kernels"] for f in k["findings"] if f["counterexample"] and f["severity"] == "error")
 c = finding["counterexample"]
 print(json.dumps({"invariant": finding["invariant"], "location": finding["location"], "block": c["block"],
                   "thread": c["thread_linear"], "lane": c["lane"], "iterations": c["iterations"],

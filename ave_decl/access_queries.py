@@ -315,6 +315,8 @@ class AccessQueries:
         first = self.enc.new_instance(acc.stmt, "p1")
         second = self.enc.new_instance(acc.stmt, "p2", share_block=first, loops={
             h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(acc.stmt)})
+        if acc.stmt in self.view.slot_range:  # an ldmatrix: compare lanes of one register slot
+            second.env["slot"] = first.env["slot"]
         phase = min(PHASE_LANES, self.view.group_size)
         t1, t2 = self.enc.linear_thread(first), self.enc.linear_thread(second)
         w1 = self.enc.int_term(acc.addr, first.env) * width / BANK_BYTES

@@ -115,12 +115,21 @@ class Expander:
             return [Alt(None, "", [], [], [])]
         if full or len(rooted) == 1:
             return self.value((full or rooted)[0], inst, seen)
-        # statistics only: the union of the operands' tagged alternatives. ave/row-statistics
-        # proves at this site that they are statistics of one row, so any of them is the tag;
-        # a product of the operands' alternatives would grow exponentially along an online softmax
-        alts = [alt for a in rooted for alt in self.value(a, inst, seen)]
-        tagged = [alt for alt in alts if alt.tag is not None and not alt.unknown]
-        return tagged or alts
+        # statistics only: the first operand that carries a tag on this path gives it (as in the
+        # simulator). Its tagged alternatives, then the next operand's under each path on which
+        # the first is untagged (an initial -inf, 0): linear in the alternatives, not a product.
+        return self._first_tagged(rooted, inst, seen)
+
+    def _first_tagged(self, args: list[int], inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        alts = self.value(args[0], inst, seen)
+        if len(args) == 1:
+            return alts
+        out = [a for a in alts if a.tag is not None]
+        for top in (a for a in alts if a.tag is None):
+            for rest in self._first_tagged(args[1:], inst, seen):
+                out.append(Alt(rest.tag, rest.tag_name, rest.coords, top.constraints + rest.constraints, rest.chain,
+                               rest.unknown, rest.stat))
+        return out
 
     def _unknown(self, inst: Instance, why: str) -> Alt:
         return Alt(None, "", [], [], [], unknown=why)
@@ -222,7 +231,7 @@ class Expander:
         for g in self.view.enclosing_loops(other.stmt):
             if g == h:
                 given[g] = j2
-            elif g in outer and g in reader_loops:
+            elif g in reader_loops:  # outer loops, and inner loops around the reader: its own iteration
                 given[g] = reader.env[f"loop:{g}"]
             elif g in outer and f"loop:{g}" in writer.env:
                 given[g] = writer.env[f"loop:{g}"]

@@ -31,9 +31,9 @@ class _Track:
     w_epoch: np.ndarray
     w_group: np.ndarray
     w_line: np.ndarray
-    r_epoch: np.ndarray
-    r_group: np.ndarray
-    r_line: np.ndarray
+    # per load line: (epoch, group) of that line's last reads of each element, so a WAR race is
+    # attributed to every load statement that read the element in the epoch, not only the last
+    readers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 class RaceDetector:
@@ -44,14 +44,15 @@ class RaceDetector:
         self.tracks: dict[int, _Track] = {}
         self.races: dict[tuple[str, str, int, int], Race] = {}
 
+    def _full(self, size: int, v: int) -> np.ndarray:
+        return np.full((self.B, size), v, np.int64)
+
     def barrier(self) -> None:
         self.epoch += 1
 
     def _track(self, key: int, size: int) -> _Track:
         if key not in self.tracks:
-            def full(v):
-                return np.full((self.B, size), v, np.int64)
-            self.tracks[key] = _Track(full(-1), full(-1), full(0), full(-1), full(-1), full(0))
+            self.tracks[key] = _Track(self._full(size, -1), self._full(size, -1), self._full(size, 0))
         return self.tracks[key]
 
     def _record(self, kind: str, name: str, first: np.ndarray, line: int, bs, ts, addrs, other, iters) -> None:
@@ -78,16 +79,18 @@ class RaceDetector:
             if hit.any():
                 self._record("RAW", name, tr.w_line[bs, addrs][hit], line, bs[hit], ts[hit], addrs[hit],
                              tr.w_group[bs, addrs][hit], iters)
-            fresh = tr.r_epoch[bs, addrs] != now
-            tr.r_group[bs[fresh], addrs[fresh]] = -1
-            tr.r_epoch[bs, addrs] = now
-            tr.r_line[bs, addrs] = line
-            self._merge_groups(tr.r_group, bs, addrs, groups)
+            r_epoch, r_group = tr.readers.setdefault(line, (self._full(size, -1), self._full(size, -1)))
+            fresh = r_epoch[bs, addrs] != now
+            r_group[bs[fresh], addrs[fresh]] = -1
+            r_epoch[bs, addrs] = now
+            self._merge_groups(r_group, bs, addrs, groups)
             return
-        old = tr.r_group[bs, addrs]
-        hit = (tr.r_epoch[bs, addrs] == now) & (old != -1) & ((old == MULTI) | (old != groups))
-        if hit.any():
-            self._record("WAR", name, tr.r_line[bs, addrs][hit], line, bs[hit], ts[hit], addrs[hit], old[hit], iters)
+        for load_line, (r_epoch, r_group) in tr.readers.items():
+            old = r_group[bs, addrs]
+            hit = (r_epoch[bs, addrs] == now) & (old != -1) & ((old == MULTI) | (old != groups))
+            if hit.any():
+                self._record("WAR", name, np.full(int(hit.sum()), load_line), line, bs[hit], ts[hit], addrs[hit],
+                             old[hit], iters)
         hit = (tr.w_epoch[bs, addrs] == now) & (tr.w_group[bs, addrs] != groups) & (tr.w_group[bs, addrs] >= 0)
         if hit.any():
             self._record("WAW", name, tr.w_line[bs, addrs][hit], line, bs[hit], ts[hit], addrs[hit],

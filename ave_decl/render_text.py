@@ -46,6 +46,10 @@ def _kernel(k: KernelReport, cache: _Sources, verbose: bool) -> list[str]:
                 lines.append(f"  ok: [{f.invariant}] {f.location}: {f.message} ({f.queries} queries, "
                              f"{f.solver_ms:.0f} ms)")
             continue
+        if f.severity != "error" and f.verdict == Verdict.VIOLATION and not verbose:
+            # performance warnings: one line each; `-v` shows their counterexample
+            lines.append(f"warning[{f.invariant}]: {f.location}: {f.message}")
+            continue
         lines.extend(_finding(f, cache))
     lines.append("")
     return lines

@@ -41,7 +41,7 @@ def pytest_report_header(config):
     return f"engine differential tests compare against: {'live souffle at ' + found if found else 'golden outputs'}"
 
 
-LONG_FACTOR = 40  # --hypothesis-profile=long multiplies every property test's budget
+LONG_FACTOR = 60  # --hypothesis-profile=long multiplies every property test's budget
 
 
 def examples(n: int) -> int:

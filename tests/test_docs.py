@@ -29,3 +29,11 @@ def test_readme_starts_with_the_two_commands():
     text = (ROOT / "README.md").read_text()
     first_block = re.search(r"```sh\n(.*?)```", text, re.S).group(1)
     assert "make demo" in first_block and "make test" in first_block
+
+
+def test_every_rule_file_is_installed():
+    """setup.cfg lists the data files a non-editable install ships: every grammar and rule file."""
+    cfg = (ROOT / "setup.cfg").read_text()
+    files = sorted(ROOT.glob("rules/*.dl")) + sorted(ROOT.glob("rules/invariants/*.dl")) + sorted(ROOT.glob("grammar/*"))
+    missing = [str(f.relative_to(ROOT)) for f in files if str(f.relative_to(ROOT)) not in cfg]
+    assert not missing, f"setup.cfg [options.data_files] lacks {missing}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ave_decl
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ave_decl.report import Verdict
 from ave_decl import printer
@@ -11,6 +12,8 @@ from ave_decl.testing.fuzz import check_transformation
 from ave_decl.testing.strategies import GemmSpec, KernelCase, gemm_kernels, render
 from ave_decl.testing.transforms import CATALOGUE, MUTATIONS
 from ave_decl.parser import parse_text
+from ave_decl.simulate import simulate_source
+from ave_decl.source import SourceFile
 
 from conftest import ROOT, examples
 
@@ -65,3 +68,17 @@ def test_mutations_are_caught():
     for name, mutate in MUTATIONS.items():
         failure = check_transformation(case, mutate, simulate=True)
         assert failure is not None, name
+
+
+@settings(max_examples=examples(3), deadline=None)
+@given(gemm_kernels(), st.sampled_from([None, *sorted(MUTATIONS)]))
+def test_verified_generated_kernels_pass_the_shadow_check(case, mutation):
+    """Soundness on generated kernels (and their mutants): VERIFIED implies that the simulator's
+    exhaustive shadow check (of one block), bounds and the race detector all pass."""
+    module = case.module if mutation is None else MUTATIONS[mutation](case.module)
+    text = printer.module(module)
+    report = ave_decl.check(text, path="generated.ave", violation_sets=False)
+    if report.kernels[0].verdict != Verdict.VERIFIED:
+        return
+    ((_, r),) = simulate_source(SourceFile("generated.ave", text), case.sizes, block_prefix=(0, 0, 0))
+    assert r.shadow_ok and not r.errors and not r.races, (mutation, case.spec)
