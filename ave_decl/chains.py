@@ -78,6 +78,7 @@ class Expander:
         self.full = {v for _k, v in derived.get("full_flow", [])}
         self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
         self._memo: dict[tuple, tuple[Instance, list[Alt]]] = {}
+        self._slices: dict[tuple[int, int], bool] = {}
 
     # ------------------------------------------------------------ values
     def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
@@ -224,6 +225,8 @@ class Expander:
                reader: Instance) -> z3.BoolRef:
         """`other` runs at iteration j2 of loop h (the writer's thread, same outer iterations)
         after the writer and before the reader, and writes the element the reader reads."""
+        if self._slice_cover(other, h):
+            return self._slice_kill(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)
         given = {}
         names = {self.view.loops[g].var: g for g in self.view.enclosing_loops(writer.stmt)}
         outer = set(self.view.enclosing_loops(h))
@@ -251,6 +254,83 @@ class Expander:
         if writer_j is not None:
             cond.append(j2 > writer_j)
         cond += self.same_element(other, inst, load, reader)
+        return z3.And(*cond)
+
+    def _slice_cover(self, other, h: int) -> bool:
+        """Each iteration of loop h, the store writes every element of one slice of its buffer
+        (all elements whose first coordinate equals a value that depends only on loop h and the
+        loops around it), exactly once over the threads and the loops inside h; its guards depend
+        only on those outer loops too. Checked by enumeration, cached. A multi-stage refill
+        (`S[stage, r, c]`) is the case this is for: it overwrites a whole stage, whoever the thread."""
+        key = (other.aid, h)
+        if key not in self._slices:
+            self._slices[key] = self._check_slice_cover(other, h)
+        return self._slices[key]
+
+    def _check_slice_cover(self, other, h: int) -> bool:
+        import numpy as np
+
+        from .ir import evaluate, symbols
+
+        table = self.view.kf.table
+        if other.kind != "store" or len(other.coords) < 2 or other.buffer not in self.view.bijective:
+            return False
+        loops = self.view.enclosing_loops(other.stmt)
+        if h not in loops:
+            return False
+        uniform = {f"loop:{g}" for g in loops[:loops.index(h) + 1]}
+        inner = loops[loops.index(h) + 1:]
+        ok_uniform = lambda names: all(n in uniform or n.startswith("size:") for n in names)  # noqa: E731
+        if not ok_uniform(symbols(table, other.coords[0])):
+            return False
+        if not all(ok_uniform(symbols(table, c)) for c, _p in self.view.all_guards(other.stmt)):
+            return False
+        dims = [self.enc.nodes[e] for e in self.view.dims[other.buffer]]
+        if any(d.op != "const" for d in dims):
+            return False
+        axes = []
+        for g in inner:
+            info = self.view.loops[g]
+            lo, hi = self.enc.nodes[info.lo], self.enc.nodes[info.hi]
+            if lo.op != "const" or hi.op != "const":
+                return False
+            axes.append((f"loop:{g}", np.arange(lo.value, hi.value, self.enc.nodes[info.step].value)))
+        block = self.enc.block_dims()
+        axes.append(("linear", np.arange(self.enc.block_size())))
+        grids = np.meshgrid(*[a for _, a in axes], indexing="ij")
+        env = {name: g.ravel() for (name, _), g in zip(axes, grids)}
+        rest = env.pop("linear")
+        for d, extent in enumerate(block):
+            env[f"tid:{d}"] = rest % extent
+            rest = rest // extent
+        names = set(env)
+        flat = np.zeros_like(next(iter(env.values())))
+        for c, d in zip(other.coords[1:], dims[1:]):
+            if not symbols(table, c) <= names:
+                return False
+            flat = flat * d.value + np.broadcast_to(np.asarray(evaluate(table, c, env)), flat.shape)
+        size = int(np.prod([d.value for d in dims[1:]]))
+        return bool(flat.size == size and np.array_equal(np.sort(flat), np.arange(size)))
+
+    def _slice_kill(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
+                    reader: Instance) -> z3.BoolRef:
+        """The slice store at iteration j2 of h definitely overwrote the element read: it runs (guard,
+        range, order) and its slice is the one the element lies in."""
+        env = dict(reader.env)
+        reader_loops = set(self.view.enclosing_loops(load.stmt))
+        for g in self.view.enclosing_loops(h):
+            if g not in reader_loops and f"loop:{g}" in writer.env:
+                env[f"loop:{g}"] = writer.env[f"loop:{g}"]
+        env[f"loop:{h}"] = j2
+        cond = self.enc.loop_range(h, j2, env)
+        for c, polarity in self.view.all_guards(other.stmt):
+            term = self.enc.bool_term(c, env)
+            cond.append(term if polarity else z3.Not(term))
+        if i is not None:
+            cond.append(j2 <= i if same_iter_ok else j2 < i)
+        if writer_j is not None:
+            cond.append(j2 > writer_j)
+        cond.append(self.enc.int_term(other.coords[0], env) == self.enc.int_term(load.coords[0], reader.env))
         return z3.And(*cond)
 
     def writer(self, reader: Instance, load_stmt: int, sa: int, carrier: int,
