@@ -136,6 +136,9 @@ def _mma_operands(chain) -> dict | None:
     register slot of the A and B operand elements the counterexample multiplied."""
     out: dict = {}
     for i, p in enumerate(chain):
+        if p.kind == "mma-operand" and "line" in out and (p.location.line, _plain(p.iterations)) != (
+                out["line"], out["iterations"]):
+            continue  # an operand of a nested instruction (the A chain of P V passes through Q K^T)
         if p.kind == "mma-operand" and p.note in ("A operand", "B operand") and p.note[0] not in out:
             slot = next((q.note for q in chain[i + 1:i + 2] if q.note.startswith("slot ")), None)
             if slot is None:
