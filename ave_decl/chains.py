@@ -123,10 +123,14 @@ class Expander:
 
     def _first_tagged(self, args: list[int], inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
         alts = self.value(args[0], inst, seen)
+        if any(a.tag is not None for a in alts):
+            # a loop-carried cycle back into this statistic is the statistic itself, not an untagged
+            # start value: it must not hand the tag to the next operand
+            alts = [a for a in alts if not a.unknown]
         if len(args) == 1:
             return alts
-        out = [a for a in alts if a.tag is not None]
-        for top in (a for a in alts if a.tag is None):
+        out = [a for a in alts if a.tag is not None or a.unknown]
+        for top in (a for a in alts if a.tag is None and not a.unknown):
             for rest in self._first_tagged(args[1:], inst, seen):
                 out.append(Alt(rest.tag, rest.tag_name, rest.coords, top.constraints + rest.constraints, rest.chain,
                                rest.unknown, rest.stat))
