@@ -29,6 +29,8 @@ STRUCTURAL_REASONS = {
     "stored-mixed": "the stored value combines several tagged values, so it has no single tag (Top)",
 }
 
+SMALL_SIZE = 512  # counterexamples are re-solved with every size at most this, when possible
+
 KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds"} | {
     "stored_tag", "write_once", "write_count", "raw_race", "war_race", "async_exposed", "k_distinct", "bank_conflicts",
     "broadcast", "stat_eq", "reduce_uniform"}
@@ -104,7 +106,7 @@ class KernelSolver:
             solver.add(*self.base, *q.constraints, q.violated, *self.enc.side)
             result = solver.check()
             if result == z3.sat:
-                cex = self._counterexample(solver.model(), q, relation)
+                cex = self._counterexample(self._small_model(solver), q, relation)
                 ms = (time.perf_counter() - started) * 1000
                 finding = self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex),
                                         counterexample=cex, queries=count, solver_ms=ms)
@@ -120,6 +122,18 @@ class KernelSolver:
                                  queries=count, solver_ms=ms)
         return self._finding(inv, site, Verdict.VERIFIED, "proved for every block, thread, iteration and value",
                              queries=count, solver_ms=ms)
+
+    def _small_model(self, solver: z3.Solver) -> z3.ModelRef:
+        """Prefer a counterexample at sizes the simulator can replay (every size <= 512)."""
+        model = solver.model()
+        if not self.enc.sizes:
+            return model
+        solver.push()
+        solver.add(*[v <= SMALL_SIZE for v in self.enc.sizes.values()])
+        if solver.check() == z3.sat:
+            model = solver.model()
+        solver.pop()
+        return model
 
     # ------------------------------------------------------------ queries
     def _queries(self, site: int, relation: str, lhs: int, rhs: int) -> list[Query]:
