@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import z3
 
-from .access_queries import AccessQueries
+from .access_queries import BANKS, AccessQueries
 from .chains import Alt, Expander, Step, eval_map
 from .instructions import INSTRUCTIONS
 from .report import ChainPoint, Counterexample, Finding, Location, Side, Verdict
@@ -31,10 +31,6 @@ STRUCTURAL_REASONS = {
 
 SMALL_SIZE = 512  # counterexamples are re-solved with every size at most this, when possible
 
-KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds"} | {
-    "stored_tag", "write_once", "write_count", "raw_race", "war_race", "async_exposed", "k_distinct", "bank_conflicts",
-    "broadcast", "stat_eq", "reduce_uniform"}
-
 # relations whose counterexample names two accesses (or two executions) instead of a tag pair
 ACCESS_RELATIONS = {
     "stored_tag": "the stored value's tag equals the buffer's tag at the store coordinates",
@@ -49,6 +45,7 @@ ACCESS_RELATIONS = {
     "stat_eq": "two row statistics combined belong to the same row",
     "reduce_uniform": "a lane reduction combines elements of one row only",
 }
+KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds"} | set(ACCESS_RELATIONS)
 
 
 class KernelSolver:
@@ -447,7 +444,7 @@ def _access_message(relation: str, c: Counterexample) -> str:
                 f"and at {rhs.chain[0].iterations if rhs.chain else {}} (k={c.instruction['k_second']})")
     d = c.instruction
     return (f"{d['degree']}-way bank conflict: lanes {lhs.lane} and {rhs.lane} access words {d['word_first']} and "
-            f"{d['word_second']} of bank {d['word_first'] % 32}")
+            f"{d['word_second']} of bank {d['word_first'] % BANKS}")
 
 
 def _k_of(tag: list[int], idx: int):
