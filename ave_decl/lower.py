@@ -951,8 +951,8 @@ class KernelLowering:
             raise self.err(f"{lm.name}(S[row, col]) takes one indexed shared buffer: this lane's row address", e)
         src = e.args[0]
         buf = self.lookup(src.value) if isinstance(src.value, A.Name) else None
-        if not isinstance(buf, Buffer) or buf.space != "shared" or buf.rank != 2:
-            raise self.err(f"{lm.name} reads a two-dimensional shared buffer", src)
+        if not isinstance(buf, Buffer) or buf.space != "shared" or buf.rank < 2:
+            raise self.err(f"{lm.name} reads a shared buffer of rank 2 or more (rows, columns last)", src)
         dst = self.env.get(name)
         values = 2 * lm.matrices
         if dst is None or not isinstance(dst.value, Buffer) or dst.value.space != "local" or _size(dst.value) != values:
@@ -960,7 +960,7 @@ class KernelLowering:
         if buf.dtype not in ("bf16", "f16") or dst.value.dtype not in ("bf16", "f16"):
             raise self.err(f"{lm.name} moves 16-bit elements (bf16/f16)", e)
         sid = self._node("ldmatrix", s.span)
-        row, col = (self.index(i) for i in src.indices)
+        *lead, row, col = (self.index(i) for i in src.indices)  # lead: e.g. a pipeline stage
         t = self.t
         tid, slot = t.sym("tid:0"), t.sym("slot")
         lane, half = t.op("mod", tid, t.const(32)), t.op("mod", slot, t.const(2))
@@ -970,7 +970,7 @@ class KernelLowering:
             t.op("floordiv", lane, t.const(4))
         provider = t.op("add", t.op("mul", t.op("floordiv", tid, t.const(32)), t.const(32)),
                         t.op("add", t.op("mul", t.const(8), t.op("floordiv", slot, t.const(2))), stored_row))
-        coords = (substitute(t, row, {"tid:0": provider}),
+        coords = (*(substitute(t, x, {"tid:0": provider}) for x in lead), substitute(t, row, {"tid:0": provider}),
                   t.op("add", substitute(t, col, {"tid:0": provider}), stored_col))
         aid = self._access(buf, "load", coords, self._address(buf, coords))
         vid = self._value("load")

@@ -24,9 +24,7 @@ _QUERY_MS = 2000
 
 
 def _unsat(enc: Encoder, constraints: list[z3.BoolRef]) -> bool:
-    s = enc.solver(_QUERY_MS)
-    s.add(*constraints, *enc.side)
-    return s.check() == z3.unsat
+    return enc.query_solver(_QUERY_MS, [*constraints, *enc.side]).check() == z3.unsat
 
 
 def add_semantic_facts(kf: KernelFacts) -> None:

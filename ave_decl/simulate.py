@@ -722,7 +722,7 @@ class Simulator:
         lm = self.imports[e.func_name]
         src = e.args[0]
         buf, dst = self.env[src.value.id], self.env[name]  # type: ignore[union-attr]
-        rows, cols = (np.asarray(self._index(i)) for i in src.indices)  # type: ignore[union-attr]
+        idx = [np.broadcast_to(np.asarray(self._index(i)), (self.B, self.T)) for i in src.indices]  # type: ignore[union-attr]
         t = np.arange(self.T)
         lane, base = t % 32, t - t % 32
         for v in range(2 * lm.matrices):
@@ -730,7 +730,8 @@ class Simulator:
             srow = lane // 4 if not lm.trans else 2 * (lane % 4) + h
             scol = 2 * (lane % 4) + h if not lm.trans else lane // 4
             provider = base + 8 * (v // 2) + srow
-            d = self.load(buf, [jnp.asarray(rows[:, provider]), jnp.asarray(cols[:, provider] + scol[None, :])], src)
+            coords = [jnp.asarray(x[:, provider]) for x in idx[:-1]] + [jnp.asarray(idx[-1][:, provider] + scol[None, :])]
+            d = self.load(buf, coords, src)
             self._store(dst, [self._ival(v)], d, s)
 
     def _mma(self, name: str, e: A.Call, s) -> None:

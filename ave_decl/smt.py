@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 
 import z3
 
+from .divmod import DivModSimplifier
 from .view import KernelView
 
 BV_WIDTH = 32
+NORMALISE_DIVMOD = True  # bench/divmod.py turns it off to measure the normalisation's effect
 
 
 @dataclass
@@ -59,6 +61,17 @@ class Encoder:
     def solver(self, timeout_ms: int) -> z3.Solver:
         s = z3.Solver(ctx=self.ctx)
         s.set("timeout", timeout_ms)
+        return s
+
+    def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef]) -> z3.Solver:
+        """A solver holding the conjunction of `formulas`, div/mod normalised by variable ranges
+        (an equivalent formula; the ranges it relied on are asserted with it)."""
+        s = self.solver(timeout_ms)
+        if not NORMALISE_DIVMOD:
+            s.add(*formulas)
+            return s
+        simplifier = DivModSimplifier(self.ranges, self.ctx)
+        s.add(*[simplifier.formula(f) for f in formulas], *simplifier.range_constraints())
         return s
 
     def fresh(self, prefix: str) -> str:

@@ -99,8 +99,7 @@ class KernelSolver:
                 unknown_reasons.append(reason)
                 continue
             count += 1
-            solver = self.enc.solver(self.timeout_ms)
-            solver.add(*self.base, *q.constraints, q.violated, *self.enc.side)
+            solver = self.enc.query_solver(self.timeout_ms, [*self.base, *q.constraints, q.violated, *self.enc.side])
             result = solver.check()
             if result == z3.sat:
                 cex = self._counterexample(self._small_model(solver), q, relation)
@@ -230,8 +229,7 @@ class KernelSolver:
             if reads and relation != "in_bounds":
                 size = self.enc.nodes[self.view.buffers[reads[0].buffer][1]].value
                 variables.append(Var("value", q.site.env["slot"], size))
-        solver = self.enc.solver(self.timeout_ms)
-        solver.add(*self.base, *q.constraints, q.violated, *self.enc.side)
+        solver = self.enc.query_solver(self.timeout_ms, [*self.base, *q.constraints, q.violated, *self.enc.side])
         points, complete = enumerate_points(solver, variables)
         return describe(points, variables, complete) if points else None
 

@@ -2,10 +2,11 @@
 
 `gemm_kernels()` draws well-formed tile kernels of the LDS-staged MFMA GEMM family (and the naive
 GEMM): random wave arrangements (hence block tiles and launch shapes), K tiles, copy mappings
-(values per thread), shared-memory layouts with and without bijective swizzles, each with sizes
-that satisfy its `assume(...)`. A drawn kernel is a `KernelCase` (the parameters, the `.ave` text
-and the parsed module), and every field shrinks toward the smallest kernel: one wave, the
-smallest tile, row-major shared memory.
+(one contiguous chunk per thread, coalesced scalars, or vectors of 2-8 values), shared-memory
+layouts with and without bijective swizzles, the matrix instruction (AMD: one 32x32x8 MFMA per
+wave tile, or 2x2 16x16x16 MFMAs; NVIDIA: mma.sync m16n8k16 per warp tile fed by ldmatrix), each with sizes that satisfy its `assume(...)`. A drawn kernel is a
+`KernelCase` (the parameters, the `.ave` text and the parsed module), and every field shrinks
+toward the smallest kernel: one wave, the smallest tile, row-major shared memory, 32x32x8.
 """
 from __future__ import annotations
 
@@ -29,18 +30,25 @@ class GemmSpec:
     grid_n: int = 1
     k_tiles: int = 1
     naive: bool = False
+    instruction: str = "32x32x8"  # "16x16x16": the wave's 32x32 tile as 2x2 MFMAs; "m16n8k16": NVIDIA
+    copy_width: int = 0  # 0: one contiguous chunk per thread; 1: coalesced scalars; V: vectors of V
+
+    @property
+    def nvidia(self) -> bool:
+        """mma.sync m16n8k16 fed by ldmatrix: warps of 32 threads, each owning a 16x8 tile."""
+        return self.instruction == "m16n8k16"
 
     @property
     def bm(self) -> int:
-        return 32 * self.waves_m
+        return (16 if self.nvidia else 32) * self.waves_m
 
     @property
     def bn(self) -> int:
-        return 32 * self.waves_n
+        return (8 if self.nvidia else 32) * self.waves_n
 
     @property
     def threads(self) -> int:
-        return 64 * self.waves_m * self.waves_n
+        return (32 if self.nvidia else 64) * self.waves_m * self.waves_n
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -66,22 +74,106 @@ def _layout(rows: int, cols: int, sw: tuple[int, int, int] | None) -> str:
     return f", layout=swizzle({sw[0]}, {sw[1]}, {sw[2]}) @ row_major({rows}, {cols})"
 
 
+def copy_index(width: int, per_thread: int, threads: int, loop_var: str) -> str:
+    """The element a thread copies at iteration `loop_var` of its copy loop (see GemmSpec.copy_width)."""
+    if width == 0:
+        return f"t * {per_thread} + {loop_var}"
+    if width == 1:
+        return f"{loop_var} * {threads} + t"
+    return f"({loop_var} // {width} * {threads} + t) * {width} + {loop_var} % {width}"
+
+
+def mfma32_compute(a_row: str, b_col: str, steps: int, indent: str) -> list[str]:
+    """One 32x32x8 MFMA per K step of 8 on the wave tile at (a_row, b_col)."""
+    k = "s * 8 + lane // 32 * 4 + v"
+    return [f"{indent}for s in range({steps}):", f"{indent}    for v in range(4):",
+            f"{indent}        a[v] = As[{a_row} + lane % 32, {k}]",
+            f"{indent}        b[v] = Bs[{k}, {b_col} + lane % 32]",
+            f"{indent}    acc = mfma_f32_32x32x8_bf16(a, b, acc)"]
+
+
+def mfma16_compute(a_row: str, b_col: str, steps: int, indent: str) -> list[str]:
+    """The same 32x32 wave tile as 2x2 16x16x16 MFMAs per K step of 16 (operands reused in a
+    snake order: c00, c01, c11, c10)."""
+    k = "s * 16 + lane // 16 * 4 + v"
+    a = [f"{indent}    for v in range(4):", f"{indent}        a[v] = As[{a_row}{{}} + lane % 16, {k}]"]
+    b = [f"{indent}    for v in range(4):", f"{indent}        b[v] = Bs[{k}, {b_col}{{}} + lane % 16]"]
+    mfma = f"{indent}    c{{0}} = mfma_f32_16x16x16_bf16(a, b, c{{0}})"
+    return ([f"{indent}for s in range({steps}):", a[0], a[1].format(""), b[1].format(""), mfma.format("00"),
+             b[0], b[1].format(" + 16"), mfma.format("01"), a[0], a[1].format(" + 16"), mfma.format("11"),
+             b[0], b[1].format(""), mfma.format("10")])
+
+
+def mfma32_epilogue(row: str, col: str) -> list[str]:
+    return ["    for r in range(16):",
+            f"        C[{row} + 8 * (r // 4) + 4 * (lane // 32) + r % 4, {col} + lane % 32] = acc[r]"]
+
+
+def mfma16_epilogue(row: str, col: str) -> list[str]:
+    return ["    for r in range(4):"] + [
+        f"        C[{row}{' + 16' if i else ''} + 4 * (lane // 16) + r, {col}{' + 16' if j else ''} + lane % 16]"
+        f" = c{i}{j}[r]" for i in (0, 1) for j in (0, 1)]
+
+
+def mma_ldmatrix_compute(steps: int, indent: str) -> list[str]:
+    """Per K step of 16: ldmatrix x4 of the warp's 16x16 A slice (lanes 0-15 give rows at column
+    0, lanes 16-31 at column 8), ldmatrix x2.trans of the 16x8 B slice, one mma.sync m16n8k16."""
+    return [f"{indent}for s in range({steps}):",
+            f"{indent}    a = ldmatrix_x4(As[wm * 16 + lane % 8 + 8 * (lane // 8 % 2), s * 16 + 8 * (lane // 16)])",
+            f"{indent}    b = ldmatrix_x2_trans(Bs[s * 16 + lane % 16, wn * 8])",
+            f"{indent}    acc = mma_m16n8k16_bf16(a, b, acc)"]
+
+
+def mma_epilogue(row: str, col: str) -> list[str]:
+    return ["    for r in range(4):",
+            f"        C[{row} + lane // 4 + 8 * (r // 2), {col} + 2 * (lane % 4) + r % 2] = acc[r]"]
+
+
+MFMA16_ACCUMULATORS = [f"    c{i}{j} = local(f32, (4,), init=0)" for i in (0, 1) for j in (0, 1)]
+
+
 def render(spec: GemmSpec) -> str:
     """The `.ave` text of a drawn kernel."""
     if spec.naive:
         return NAIVE
     bm, bn, kt, t = spec.bm, spec.bn, spec.k_tile, spec.threads
     ea, eb = bm * kt // t, kt * bn // t
-    steps = kt // 8
-    return f'''from ave.amdgpu import mfma_f32_32x32x8_bf16
+    header = f"from ave.amdgpu import mfma_f32_{spec.instruction}_bf16"
+    registers = ["    a = local(bf16, (4,))", "    b = local(bf16, (4,))"]
+    if spec.nvidia:
+        header = "from ave.nvidia import mma_m16n8k16_bf16, ldmatrix_x4, ldmatrix_x2_trans"
+        compute = mma_ldmatrix_compute(kt // 16, "        ")
+        epilogue = mma_epilogue("bm + wm * 16", "bn + wn * 8")
+        registers = ["    a = local(bf16, (8,))", "    b = local(bf16, (4,))"]
+        accumulators = ["    acc = local(f32, (4,), init=0)"]
+    elif spec.instruction == "16x16x16":
+        compute = mfma16_compute("wm * 32", "wn * 32", kt // 16, "        ")
+        epilogue = mfma16_epilogue("bm + wm * 32", "bn + wn * 32")
+        accumulators = MFMA16_ACCUMULATORS
+    else:
+        compute = mfma32_compute("wm * 32", "wn * 32", kt // 8, "        ")
+        epilogue = mfma32_epilogue("bm + wm * 32", "bn + wn * 32")
+        accumulators = ["    acc = local(f32, (16,), init=0)"]
+    body = "\n".join(registers + accumulators) + f"""
+    for kt in range(0, K, {kt}):
+        for e in range({ea}):
+            i = {copy_index(spec.copy_width, ea, t, "e")}
+            As[i // {kt}, i % {kt}] = A[bm + i // {kt}, kt + i % {kt}]
+        for f in range({eb}):
+            j = {copy_index(spec.copy_width, eb, t, "f")}
+            Bs[j // {bn}, j % {bn}] = B[kt + j // {bn}, bn + j % {bn}]
+        syncthreads()
+""" + "\n".join(compute) + "\n        syncthreads()\n" + "\n".join(epilogue) + "\n"
+    group = "warp=32" if spec.nvidia else "wave=64"
+    return f'''{header}
 
-@kernel(grid=(M // {bm}, N // {bn}), block={t}, wave=64, reference="C = A @ B")
+@kernel(grid=(M // {bm}, N // {bn}), block={t}, {group}, reference="C = A @ B")
 def gemm_fuzz(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (K, N)], C: Tensor[f32, (M, N)]):
     assume(M % {bm} == 0, N % {bn} == 0, K % {kt} == 0, K >= {kt})
     tag(A, lambda m, k: (m, k), "A")
     tag(B, lambda k, n: (k, n), "B")
     t = thread_id(0)
-    w = wave_id()
+    w = {"warp_id" if spec.nvidia else "wave_id"}()
     lane = lane_id()
     wm = w // {spec.waves_n}
     wn = w % {spec.waves_n}
@@ -89,26 +181,7 @@ def gemm_fuzz(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (K, N)], C: Tensor[f32, (
     bn = block_id(1) * {bn}
     As = shared(bf16, ({bm}, {kt}){_layout(bm, kt, spec.swizzle_a)})
     Bs = shared(bf16, ({kt}, {bn}){_layout(kt, bn, spec.swizzle_b)})
-    a = local(bf16, (4,))
-    b = local(bf16, (4,))
-    acc = local(f32, (16,), init=0)
-    for kt in range(0, K, {kt}):
-        for e in range({ea}):
-            i = t * {ea} + e
-            As[i // {kt}, i % {kt}] = A[bm + i // {kt}, kt + i % {kt}]
-        for f in range({eb}):
-            j = t * {eb} + f
-            Bs[j // {bn}, j % {bn}] = B[kt + j // {bn}, bn + j % {bn}]
-        syncthreads()
-        for s in range({steps}):
-            for v in range(4):
-                a[v] = As[wm * 32 + lane % 32, s * 8 + (lane // 32) * 4 + v]
-                b[v] = Bs[s * 8 + (lane // 32) * 4 + v, wn * 32 + lane % 32]
-            acc = mfma_f32_32x32x8_bf16(a, b, acc)
-        syncthreads()
-    for r in range(16):
-        C[bm + wm * 32 + 8 * (r // 4) + 4 * (lane // 32) + r % 4, bn + wn * 32 + lane % 32] = acc[r]
-'''
+''' + body
 
 
 NAIVE = '''@kernel(grid=(M // 16, N // 16), block=(16, 16), wave=64, reference="C = A @ B")
@@ -149,14 +222,19 @@ def gemm_specs(draw, naive: bool | None = None) -> GemmSpec:
         return GemmSpec(naive=True, grid_m=draw(st.integers(1, 2)), grid_n=draw(st.integers(1, 2)),
                         k_tiles=draw(st.integers(1, 2)))
     wm, wn = draw(st.integers(1, 2)), draw(st.integers(1, 2))
-    kt = draw(st.sampled_from([8, 16, 32]))
-    threads = 64 * wm * wn
-    if (32 * wm * kt) % threads or (kt * 32 * wn) % threads:
+    instruction = draw(st.sampled_from(["32x32x8", "16x16x16", "m16n8k16"]))
+    kt = draw(st.sampled_from([8, 16, 32] if instruction == "32x32x8" else [16, 32]))
+    shape = GemmSpec(wm, wn, kt, instruction=instruction)
+    if (shape.bm * kt) % shape.threads or (kt * shape.bn) % shape.threads:
         kt = 32  # every element of both tiles has exactly one copying thread
-    sw_a = draw(st.none() | st.sampled_from(valid_swizzles(32 * wm, kt) or [None]))
-    sw_b = draw(st.none() | st.sampled_from(valid_swizzles(kt, 32 * wn) or [None]))
+    per_thread = (shape.bm * kt // shape.threads, kt * shape.bn // shape.threads)
+    widths = [v for v in (2, 4, 8) if all(n % v == 0 for n in (*per_thread, kt, shape.bn))]
+    copy_width = draw(st.sampled_from([0, 1, *widths]))
+    # ldmatrix reads 16 contiguous bytes per row address: the NVIDIA family stays row-major
+    sw_a = None if shape.nvidia else draw(st.none() | st.sampled_from(valid_swizzles(shape.bm, kt) or [None]))
+    sw_b = None if shape.nvidia else draw(st.none() | st.sampled_from(valid_swizzles(kt, shape.bn) or [None]))
     return GemmSpec(wm, wn, kt, sw_a, sw_b, draw(st.integers(1, 2)), draw(st.integers(1, 2)),
-                    draw(st.integers(1, 2)))
+                    draw(st.integers(1, 2)), instruction=instruction, copy_width=copy_width)
 
 
 def gemm_kernels(naive: bool | None = None) -> st.SearchStrategy[KernelCase]:

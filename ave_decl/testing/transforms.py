@@ -1,53 +1,23 @@
 """Kernel transformations (AST -> AST): a catalogue that preserves semantics, and mutation operators.
 
-Every function takes and returns an `ast.Module`; they are what `ave fuzz --transform` expects.
-Semantics-preserving: `xor_swizzle_shared` (one swizzle on every write *and* read of a shared
-buffer), `unroll_constant_loops`, `pipeline_k_loop` (2-stage async-copy pipeline). Mutations (they
-should be caught): `xor_swizzle_writes_only`, `transpose_shared_reads`, `pipeline_k_loop_wrong_stage`.
+Every function takes and returns an `ast.Module`; they are what `ave fuzz --transform` expects, and
+each returns the module unchanged where its pattern does not apply. Semantics-preserving (the
+CATALOGUE): `xor_swizzle_shared` (one swizzle on every write *and* read of a shared buffer),
+`unroll_constant_loops`, `vectorize_copies` (coalesced scalar copies -> vectors of up to 8
+contiguous values per thread), and from `gemm_rewrites`: `pipeline_k_loop` (2-stage async-copy
+pipeline), `split_k_tile` (retile: half the K tile), `mfma_32x32x8_to_16x16x16` (switch to an
+equivalent instruction shape). Mutations (they should be caught): `xor_swizzle_writes_only`,
+`transpose_shared_reads`, `pipeline_k_loop_wrong_stage`.
 """
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Callable
 
 from .. import ast as A
-from .. import printer
-from ..parser import parse_text
-
-Rewrite = Callable[[object], object | None]
-
-
-def rewrite(node, fn: Rewrite):
-    """Top-down rewrite of any AST node: `fn` returns a replacement, or None to descend."""
-    new = fn(node)
-    if new is not None:
-        return new
-    if isinstance(node, tuple):
-        return tuple(rewrite(x, fn) for x in node)
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        changes = {f.name: rewrite(getattr(node, f.name), fn) for f in dataclasses.fields(node)
-                   if f.name not in ("span", "path")}
-        return dataclasses.replace(node, **changes)
-    return node
-
-
-def _shared_buffers(module: A.Module) -> dict[str, tuple[int, int]]:
-    """2-D shared buffers with a power-of-two column count: name -> (rows, cols)."""
-    out = {}
-
-    def find(n):
-        if isinstance(n, A.Assign) and isinstance(n.value, A.Call) and n.value.func_name == "shared":
-            dims = n.value.args[1]
-            if isinstance(dims, A.Tuple) and len(dims.elts) == 2 and all(isinstance(d, A.Int) for d in dims.elts):
-                rows, cols = (d.value for d in dims.elts)  # type: ignore[union-attr]
-                if cols & (cols - 1) == 0 and isinstance(n.target, A.Name):
-                    out[n.target.id] = (rows, cols)
-        return None
-
-    rewrite(module, find)
-    return out
-
+from .ast_rewrite import (Rewrite, const_range, mentions, rewrite, shared_buffers, shared_decls, thread_count,
+                          thread_vars, walk)
+from .gemm_rewrites import mfma_32x32x8_to_16x16x16, pipeline_k_loop, pipeline_k_loop_wrong_stage, split_k_tile
 
 def _swizzle_index(sub: A.Subscript, cols: int) -> A.Subscript:
     r, c = sub.indices
@@ -55,7 +25,12 @@ def _swizzle_index(sub: A.Subscript, cols: int) -> A.Subscript:
 
 
 def _swizzle(module: A.Module, stores: bool, loads: bool) -> A.Module:
-    buffers = _shared_buffers(module)
+    # an ldmatrix row address names 8 contiguous elements: an element-wise swizzle of its start
+    # column would not move the other seven, so buffers read that way are left alone
+    matrix_reads = {n.args[0].value.id for n in walk(module) if isinstance(n, A.Call)
+                    and n.func_name.startswith("ldmatrix") and n.args and isinstance(n.args[0], A.Subscript)
+                    and isinstance(n.args[0].value, A.Name)}
+    buffers = {k: v for k, v in shared_buffers(module).items() if k not in matrix_reads}
 
     def is_buf(x) -> bool:
         return isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id in buffers
@@ -113,7 +88,7 @@ def _subst(var: str, value: int) -> Rewrite:
 
 def transpose_shared_reads(module: A.Module) -> A.Module:
     """Mutation: read `buf[c, r]` instead of `buf[r, c]` from square shared buffers."""
-    square = {n for n, (r, c) in _shared_buffers(module).items() if r == c}
+    square = {n for n, (r, c) in shared_buffers(module).items() if r == c}
 
     def fn(n):
         if isinstance(n, A.Assign) and isinstance(n.target, A.Subscript):
@@ -125,65 +100,76 @@ def transpose_shared_reads(module: A.Module) -> A.Module:
     return rewrite(module, fn)
 
 
+VECTOR_WIDTHS = (8, 4, 2)  # values per vector access: 16 bytes of bf16 down to 2
+
+
+def vectorize_copies(module: A.Module, max_width: int = 8) -> A.Module:
+    """Coalesced scalar copy loops -> vector copies: in a loop
+    `for e in range(E): i = e * T + t; S[i // R, i % R] = G[...]` (T the block size, t the thread
+    id) each thread takes V contiguous elements per step instead of one,
+    `i = (e // V * T + t) * V + e % V`, with V the widest of 8, 4, 2 (<= max_width) that divides
+    E and every row length R (so a vector never straddles a row). The same elements are copied,
+    each exactly once, to the same places; only which thread moves which element changes. Applies
+    only where the loop body is such a copy: stores into shared or global tensors that mention
+    neither the loop variable nor the thread id except through `i`."""
+    return dataclasses.replace(module, kernels=tuple(_vectorize_kernel(k, max_width) for k in module.kernels))
+
+
+def _vectorize_kernel(kernel: A.Kernel, max_width: int) -> A.Kernel:
+    threads, tvars = thread_count(kernel), thread_vars(kernel)
+    memories = set(shared_decls(kernel.body)) | {p.name for p in kernel.params}
+    if threads is None or not tvars:
+        return kernel
+
+    def fn(n):
+        trip = const_range(n)
+        if trip is None or not n.body or not isinstance(n.body[0], A.Assign) or not isinstance(n.body[0].target, A.Name):
+            return None
+        index, rest = n.body[0], n.body[1:]
+        e, i = n.var, index.target.id
+        if not _is_coalesced(index.value, e, threads, tvars) or not rest:
+            return None
+        if not all(isinstance(s, A.Assign) and isinstance(s.target, A.Subscript) and isinstance(s.target.value, A.Name)
+                   and s.target.value.id in memories and not mentions(s, e) and not any(mentions(s, t) for t in tvars)
+                   for s in rest):
+            return None
+        rows = [x.right.value for x in _walk_binops(rest) if x.op in ("//", "%") and x.left == A.Name(i)
+                and isinstance(x.right, A.Int)]
+        width = next((v for v in VECTOR_WIDTHS if v <= max_width and trip % v == 0 and all(r % v == 0 for r in rows)),
+                     None)
+        if width is None:
+            return None
+        t = index.value.right  # type: ignore[attr-defined]
+        vector = A.BinOp("+", A.BinOp("*", A.BinOp("+", A.BinOp("*", A.BinOp("//", A.Name(e), A.Int(width)),
+                                                                   A.Int(threads)), t), A.Int(width)),
+                         A.BinOp("%", A.Name(e), A.Int(width)))
+        return dataclasses.replace(n, body=(A.Assign(index.target, vector),) + rest)
+
+    return dataclasses.replace(kernel, body=rewrite(kernel.body, fn))
+
+
+def _is_coalesced(x: A.Expr, e: str, threads: int, tvars: set[str]) -> bool:
+    """`e * threads + t` with t a thread-id variable."""
+    return (isinstance(x, A.BinOp) and x.op == "+" and isinstance(x.right, A.Name) and x.right.id in tvars
+            and x.left == A.BinOp("*", A.Name(e), A.Int(threads)))
+
+
+def _walk_binops(node) -> list[A.BinOp]:
+    return [n for n in walk(node) if isinstance(n, A.BinOp)]
+
+
 CATALOGUE: dict[str, Callable[[A.Module], A.Module]] = {
     "xor_swizzle_shared": xor_swizzle_shared,
     "unroll_constant_loops": unroll_constant_loops,
+    "vectorize_copies": vectorize_copies,
+    "pipeline_k_loop": pipeline_k_loop,
+    "split_k_tile": split_k_tile,
+    "mfma_32x32x8_to_16x16x16": mfma_32x32x8_to_16x16x16,
 }
 MUTATIONS: dict[str, Callable[[A.Module], A.Module]] = {
     "xor_swizzle_writes_only": xor_swizzle_writes_only,
     "transpose_shared_reads": transpose_shared_reads,
+    "pipeline_k_loop_wrong_stage": pipeline_k_loop_wrong_stage,
 }
 
 
-def pipeline_k_loop(module: A.Module, read_stage: str = "st") -> A.Module:
-    """Software-pipeline the K loop of a shared-memory GEMM with two stages: every shared tile
-    gets a leading stage dimension, the tiles of iteration kt + step are fetched with
-    `async_copy` into the other stage while stage `st = (kt // step) % 2` is multiplied, and one
-    `async_wait(); syncthreads()` per iteration publishes the next tile (it also separates the
-    previous reads of the other stage from its refill). Applies to kernels of the shape that
-    `strategies.render` draws (copy loops, barrier, compute loops, barrier); any other module,
-    and tiles with a swizzled layout, are returned unchanged. `read_stage` is the stage the
-    compute reads (the correct one is `st`)."""
-    text = printer.module(module)
-    lines = text.split("\n")
-    shared = {m.group(1): m for m in (re.match(r"    (\w+) = shared\((\w+), \((\d+), (\d+)\)\)$", ln) for ln in lines)
-              if m}
-    head = next((i for i, ln in enumerate(lines) if re.match(r"    for kt in range\(0, K, (\d+)\):$", ln)), None)
-    if not shared or head is None or any("layout=" in ln for ln in lines if "shared(" in ln):
-        return module
-    step = re.match(r"    for kt in range\(0, K, (\d+)\):$", lines[head]).group(1)  # type: ignore[union-attr]
-    end = next((i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith("        ")), len(lines))
-    body = lines[head + 1:end]
-    bars = [i for i, ln in enumerate(body) if ln == "        syncthreads()"]
-    if len(bars) != 2 or bars[1] != len(body) - 1:
-        return module
-    copy, compute = body[:bars[0]], body[bars[0] + 1:bars[1]]
-    names = "|".join(shared)
-
-    def staged_copy(block: list[str], stage: str, kt: str, rename: bool) -> list[str]:
-        out = []
-        for ln in block:
-            ln = re.sub(r"\bkt\b", kt, ln)
-            if rename:
-                ln = re.sub(r"\b([ij])\b", r"\g<1>0", ln)
-            m = re.match(rf"(\s*)({names})\[(.*)\] = (.*)$", ln)
-            out.append(f"{m.group(1)}async_copy({m.group(2)}[{stage}, {m.group(3)}], {m.group(4)})" if m else ln)
-        return out
-
-    prologue = [ln[4:] for ln in staged_copy(copy, "0", "0", rename=True)]
-    refill = ["    " + ln for ln in staged_copy(copy, "1 - st", f"(kt + {step})", rename=False)]
-    reads = [re.sub(rf"\b({names})\[", rf"\g<1>[{read_stage}, ", ln) for ln in compute]
-    new_loop = [lines[head], f"        st = (kt // {step}) % 2", "        async_wait()", "        syncthreads()",
-                f"        if kt + {step} < K:"] + refill + reads
-    decls = [re.sub(r"shared\((\w+), \((\d+), (\d+)\)\)$", r"shared(\1, (2, \2, \3))", ln) if ln in
-             {m.group(0) for m in shared.values()} else ln for ln in lines[:head]]
-    return parse_text("\n".join(decls + prologue + new_loop + lines[end:]), "pipelined.ave")
-
-
-def pipeline_k_loop_wrong_stage(module: A.Module) -> A.Module:
-    """Deliberately broken pipelining: the compute reads the stage that is being refilled."""
-    return pipeline_k_loop(module, read_stage="1 - st")
-
-
-CATALOGUE["pipeline_k_loop"] = pipeline_k_loop
-MUTATIONS["pipeline_k_loop_wrong_stage"] = pipeline_k_loop_wrong_stage

@@ -38,22 +38,46 @@ def test_fuzz_finds_nothing_in_the_correct_transformation(tmp_path, ave):
     assert not (tmp_path / "none").exists()
 
 
-@settings(max_examples=examples(2), deadline=None)
-@given(gemm_kernels(naive=False))
-def test_swizzle_transformation_preserves_semantics_and_verdicts(case):
-    assert check_transformation(case, CATALOGUE["xor_swizzle_shared"], simulate=True) is None
+SIMULATED = sorted(set(CATALOGUE) - {"unroll_constant_loops"})
 
 
+@pytest.mark.parametrize("name", SIMULATED)
 @settings(max_examples=examples(2), deadline=None)
-@given(gemm_kernels(naive=False))
-def test_pipelining_preserves_semantics_and_verdicts(case):
+@given(case=gemm_kernels(naive=False))
+def test_catalogue_transformation_preserves_semantics_and_verdicts(name, case):
+    assert check_transformation(case, CATALOGUE[name], simulate=True) is None
+
+
+APPLIES_TO = {  # a drawn kernel each transformation rewrites, and a line of its output
+    "xor_swizzle_shared": (GemmSpec(1, 1, 8), "As[i // 8, i % 8 ^ i // 8 % 8]"),
+    "pipeline_k_loop": (GemmSpec(2, 1, 16, k_tiles=2), "async_copy(As[1 - st, "),
+    "vectorize_copies": (GemmSpec(2, 2, 32, copy_width=1), "i = (e // 8 * 256 + t) * 8 + e % 8"),
+    "split_k_tile": (GemmSpec(1, 2, 32, swizzle_a=(1, 0, 3), copy_width=4),
+                     "As = shared(bf16, (32, 16), layout=swizzle(1, 0, 3) @ row_major(32, 16))"),
+    "mfma_32x32x8_to_16x16x16": (GemmSpec(1, 1, 16), "c11 = mfma_f32_16x16x16_bf16(a, b, c11)"),
+    "unroll_constant_loops": (GemmSpec(1, 1, 8), "a[3] = As[wm * 32 + lane % 32, s * 8 + lane // 32 * 4 + 3]"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_catalogue_transformation_applies_to_the_drawn_family(name):
+    spec, line = APPLIES_TO[name]
+    out = printer.module(CATALOGUE[name](parse_text(render(spec))))
+    assert line in out, out
+
+
+def test_pipelining_stages_ldmatrix_operands():
+    """The NVIDIA family pipelined: ldmatrix reads a 3-D (stage, row, column) shared buffer."""
+    spec = GemmSpec(1, 2, 16, k_tiles=2, instruction="m16n8k16", copy_width=1)
+    case = KernelCase(spec, render(spec), parse_text(render(spec)))
+    assert "ldmatrix_x4(As[st, " in printer.module(CATALOGUE["pipeline_k_loop"](case.module))
     assert check_transformation(case, CATALOGUE["pipeline_k_loop"], simulate=True) is None
 
 
-def test_pipelining_applies_to_the_drawn_family():
-    spec = GemmSpec(2, 1, 16, None, None, 1, 1, 2)
-    module = parse_text(render(spec))
-    assert "async_copy" in printer.module(CATALOGUE["pipeline_k_loop"](module))
+def test_transformations_leave_other_kernels_unchanged():
+    module = parse_text((ROOT / "examples" / "flash_attention_gqa.ave").read_text())
+    for name in ("pipeline_k_loop", "split_k_tile", "mfma_32x32x8_to_16x16x16", "vectorize_copies"):
+        assert CATALOGUE[name](module) == module, name
 
 
 def test_unrolling_preserves_verdicts():
