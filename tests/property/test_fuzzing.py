@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ave_decl.mutate import OPERATORS, mutants
 from ave_decl.report import Verdict
 from ave_decl import printer
 from ave_decl.testing.fuzz import check_transformation
@@ -106,3 +107,18 @@ def test_verified_generated_kernels_pass_the_shadow_check(case, mutation):
         return
     ((_, r),) = simulate_source(SourceFile("generated.ave", text), case.sizes, block_prefix=(0, 0, 0))
     assert r.shadow_ok and not r.errors and not r.races, (mutation, case.spec)
+
+
+@settings(max_examples=examples(3), deadline=None)
+@given(gemm_kernels(naive=False), st.data())
+def test_every_counterexample_of_generated_mutants_replays(case, data):
+    """A mutation operator at one of its sites in a drawn kernel: every error-severity
+    counterexample the verifier reports is replayed by the simulator and confirmed."""
+    found = [m for op in sorted(OPERATORS) for m in mutants(case.text, [op], first_only=False)]
+    mutant = data.draw(st.sampled_from(found), label="mutant")
+    report = ave_decl.check(mutant.text, path="mutant.ave", confirm=True, violation_sets=False)
+    for k in report.kernels:
+        for f in k.findings:
+            if f.verdict == Verdict.VIOLATION and f.severity == "error" and f.counterexample is not None:
+                assert f.replay and f.replay["confirmed"], (case.spec, mutant.operator, f.invariant, f.message,
+                                                            f.replay)
