@@ -20,15 +20,15 @@ from .strategies import (MFMA16_ACCUMULATORS, mfma16_compute, mfma16_epilogue, m
                          valid_swizzles)
 
 
-def pipeline_k_loop(module: A.Module, read_stage: str = "st") -> A.Module:
-    """Software-pipeline the K loop of a shared-memory GEMM with two stages: every shared tile
-    gets a leading stage dimension, the tiles of iteration kt + step are fetched with
-    `async_copy` into the other stage while stage `st = (kt // step) % 2` is multiplied, and one
-    `async_wait(); syncthreads()` per iteration publishes the next tile (it also separates the
-    previous reads of the other stage from its refill). Applies to kernels of the shape that
-    `strategies.render` draws (copy loops, barrier, compute loops, barrier); any other module,
-    and tiles with a swizzled layout, are returned unchanged. `read_stage` is the stage the
-    compute reads (the correct one is `st`)."""
+def pipeline_k_loop(module: A.Module, read_stage: str = "st", stages: int = 2) -> A.Module:
+    """Software-pipeline the K loop of a shared-memory GEMM with S = `stages` stages: every shared
+    tile gets a leading stage dimension, the prologue fetches tiles 0 .. S-2, and iteration kt
+    fetches tile kt + (S-1)*step with `async_copy` into the stage read one iteration earlier while
+    stage `st = (kt // step) % S` is multiplied. One `async_wait(); syncthreads()` per iteration
+    publishes the landed tiles and separates the previous iteration's reads from the refill.
+    Applies to kernels of the shape that `strategies.render` draws (copy loops, barrier, compute
+    loop, barrier); any other module, and tiles with a swizzled layout, are returned unchanged.
+    `read_stage` is the stage the compute reads (the correct one is `st`)."""
     text = printer.module(module)
     lines = text.split("\n")
     shared = {m.group(1): m for m in (re.match(r"    (\w+) = shared\((\w+), \((\d+), (\d+)\)\)$", ln) for ln in lines)
@@ -45,24 +45,36 @@ def pipeline_k_loop(module: A.Module, read_stage: str = "st") -> A.Module:
     copy, compute = body[:bars[0]], body[bars[0] + 1:bars[1]]
     names = "|".join(shared)
 
-    def staged_copy(block: list[str], stage: str, kt: str, rename: bool) -> list[str]:
+    def staged_copy(block: list[str], stage: str, kt: str, rename: str = "") -> list[str]:
+        """The copy loops writing `stage` for tile `kt`; outside the loop the index variables get
+        the suffix `rename` (an index variable is assigned once per scope)."""
         out = []
         for ln in block:
             ln = re.sub(r"\bkt\b", kt, ln)
             if rename:
-                ln = re.sub(r"\b([ij])\b", r"\g<1>0", ln)
+                ln = re.sub(r"\b([ij])\b", rf"\g<1>{rename}", ln)
             m = re.match(rf"(\s*)({names})\[(.*)\] = (.*)$", ln)
             out.append(f"{m.group(1)}async_copy({m.group(2)}[{stage}, {m.group(3)}], {m.group(4)})" if m else ln)
         return out
 
-    prologue = [ln[4:] for ln in staged_copy(copy, "0", "0", rename=True)]
-    refill = ["    " + ln for ln in staged_copy(copy, "1 - st", f"(kt + {step})", rename=False)]
+    ahead = (stages - 1) * int(step)
+    prologue: list[str] = []
+    for p in range(stages - 1):
+        block = [ln[4:] for ln in staged_copy(copy, str(p), str(p * int(step)), rename=str(p))]
+        prologue += block if p == 0 else [f"    if {p * int(step)} < K:"] + ["    " + ln for ln in block]
+    refill_stage = "1 - st" if stages == 2 else f"(st + {stages - 1}) % {stages}"
+    refill = ["    " + ln for ln in staged_copy(copy, refill_stage, f"(kt + {ahead})")]
     reads = [re.sub(rf"\b({names})\[", rf"\g<1>[{read_stage}, ", ln) for ln in compute]
-    new_loop = [lines[head], f"        st = (kt // {step}) % 2", "        async_wait()", "        syncthreads()",
-                f"        if kt + {step} < K:"] + refill + reads
-    decls = [re.sub(r"shared\((\w+), \((\d+), (\d+)\)\)$", r"shared(\1, (2, \2, \3))", ln) if ln in
+    new_loop = [lines[head], f"        st = (kt // {step}) % {stages}", "        async_wait()", "        syncthreads()",
+                f"        if kt + {ahead} < K:"] + refill + reads
+    decls = [re.sub(r"shared\((\w+), \((\d+), (\d+)\)\)$", rf"shared(\1, ({stages}, \2, \3))", ln) if ln in
              {m.group(0) for m in shared.values()} else ln for ln in lines[:head]]
     return parse_text("\n".join(decls + prologue + new_loop + lines[end:]), "pipelined.ave")
+
+
+def pipeline_k_loop_3_stages(module: A.Module) -> A.Module:
+    """Three stages: two tiles in flight ahead of the one being multiplied."""
+    return pipeline_k_loop(module, stages=3)
 
 
 def pipeline_k_loop_wrong_stage(module: A.Module) -> A.Module:

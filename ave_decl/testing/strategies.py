@@ -233,8 +233,9 @@ def gemm_specs(draw, naive: bool | None = None) -> GemmSpec:
     # ldmatrix reads 16 contiguous bytes per row address: the NVIDIA family stays row-major
     sw_a = None if shape.nvidia else draw(st.none() | st.sampled_from(valid_swizzles(shape.bm, kt) or [None]))
     sw_b = None if shape.nvidia else draw(st.none() | st.sampled_from(valid_swizzles(kt, shape.bn) or [None]))
+    # up to 3 K tiles: a 3-stage pipeline's steady-state refill runs only from the third tile on
     return GemmSpec(wm, wn, kt, sw_a, sw_b, draw(st.integers(1, 2)), draw(st.integers(1, 2)),
-                    draw(st.integers(1, 2)), instruction=instruction, copy_width=copy_width)
+                    draw(st.integers(1, 3)), instruction=instruction, copy_width=copy_width)
 
 
 def gemm_kernels(naive: bool | None = None) -> st.SearchStrategy[KernelCase]:

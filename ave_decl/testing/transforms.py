@@ -4,9 +4,9 @@ Every function takes and returns an `ast.Module`; they are what `ave fuzz --tran
 each returns the module unchanged where its pattern does not apply. Semantics-preserving (the
 CATALOGUE): `xor_swizzle_shared` (one swizzle on every write *and* read of a shared buffer),
 `unroll_constant_loops`, `vectorize_copies` (coalesced scalar copies -> vectors of up to 8
-contiguous values per thread), and from `gemm_rewrites`: `pipeline_k_loop` (2-stage async-copy
-pipeline), `split_k_tile` (retile: half the K tile), `mfma_32x32x8_to_16x16x16` (switch to an
-equivalent instruction shape). Mutations (they should be caught): `xor_swizzle_writes_only`,
+contiguous values per thread), and from `gemm_rewrites`: `pipeline_k_loop` and
+`pipeline_k_loop_3_stages` (async-copy pipelines with 2 and 3 stages), `split_k_tile` (retile:
+half the K tile), `mfma_32x32x8_to_16x16x16` (switch to an equivalent instruction shape). Mutations (they should be caught): `xor_swizzle_writes_only`,
 `transpose_shared_reads`, `pipeline_k_loop_wrong_stage`.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Callable
 from .. import ast as A
 from .ast_rewrite import (Rewrite, const_range, mentions, rewrite, shared_buffers, shared_decls, thread_count,
                           thread_vars, walk)
-from .gemm_rewrites import mfma_32x32x8_to_16x16x16, pipeline_k_loop, pipeline_k_loop_wrong_stage, split_k_tile
+from .gemm_rewrites import (mfma_32x32x8_to_16x16x16, pipeline_k_loop, pipeline_k_loop_3_stages,
+                            pipeline_k_loop_wrong_stage, split_k_tile)
 
 def _swizzle_index(sub: A.Subscript, cols: int) -> A.Subscript:
     r, c = sub.indices
@@ -163,6 +164,7 @@ CATALOGUE: dict[str, Callable[[A.Module], A.Module]] = {
     "unroll_constant_loops": unroll_constant_loops,
     "vectorize_copies": vectorize_copies,
     "pipeline_k_loop": pipeline_k_loop,
+    "pipeline_k_loop_3_stages": pipeline_k_loop_3_stages,
     "split_k_tile": split_k_tile,
     "mfma_32x32x8_to_16x16x16": mfma_32x32x8_to_16x16x16,
 }

@@ -52,6 +52,8 @@ def test_catalogue_transformation_preserves_semantics_and_verdicts(name, case):
 APPLIES_TO = {  # a drawn kernel each transformation rewrites, and a line of its output
     "xor_swizzle_shared": (GemmSpec(1, 1, 8), "As[i // 8, i % 8 ^ i // 8 % 8]"),
     "pipeline_k_loop": (GemmSpec(2, 1, 16, k_tiles=2), "async_copy(As[1 - st, "),
+    "pipeline_k_loop_3_stages": (GemmSpec(1, 1, 8), "async_copy(As[(st + 2) % 3, i // 8, i % 8], "
+                                 "A[bm + i // 8, kt + 16 + i % 8])"),
     "vectorize_copies": (GemmSpec(2, 2, 32, copy_width=1), "i = (e // 8 * 256 + t) * 8 + e % 8"),
     "split_k_tile": (GemmSpec(1, 2, 32, swizzle_a=(1, 0, 3), copy_width=4),
                      "As = shared(bf16, (32, 16), layout=swizzle(1, 0, 3) @ row_major(32, 16))"),
@@ -77,7 +79,8 @@ def test_pipelining_stages_ldmatrix_operands():
 
 def test_transformations_leave_other_kernels_unchanged():
     module = parse_text((ROOT / "examples" / "flash_attention_gqa.ave").read_text())
-    for name in ("pipeline_k_loop", "split_k_tile", "mfma_32x32x8_to_16x16x16", "vectorize_copies"):
+    for name in ("pipeline_k_loop", "pipeline_k_loop_3_stages", "split_k_tile", "mfma_32x32x8_to_16x16x16",
+                 "vectorize_copies"):
         assert CATALOGUE[name](module) == module, name
 
 
