@@ -268,8 +268,13 @@ def fuzz(spec: str, examples: int, seed: int, out_dir: str, no_simulate: bool) -
 
     try:
         transform = load_transform(spec)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise UsageError(f"cannot load --transform {spec}: {exc}") from None
+    except SyntaxError as exc:
+        raise UsageError(f"cannot load --transform {spec}: {exc.filename}:{exc.lineno}:{exc.offset}: "
+                         f"{exc.msg}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while importing
+        raise UsageError(f"cannot load --transform {spec}: {type(exc).__name__}: {exc}") from None
+    if not callable(transform):
+        raise UsageError(f"--transform {spec} is not a function (AST -> AST)")
     result = run_fuzz(transform, examples, seed, Path(out_dir), simulate=not no_simulate)
     if result.failure is None:
         click.echo(f"ok: no failure in {result.examples} kernels (seed {seed})")

@@ -42,6 +42,18 @@ def test_fuzz_finds_nothing_in_the_correct_transformation(tmp_path, ave):
 SIMULATED = sorted(set(CATALOGUE) - {"unroll_constant_loops"})
 
 
+@pytest.mark.parametrize("source, expected", [
+    ("def rewrite(m)\n    return m\n", "bad_pass.py:1:15: expected ':'"),
+    ("raise RuntimeError('no GPU here')\n", "RuntimeError: no GPU here"),
+    ("rewrite = 3\n", "is not a function"),
+])
+def test_fuzz_reports_an_unloadable_transformation_in_one_line(tmp_path, ave, source, expected):
+    (tmp_path / "bad_pass.py").write_text(source)
+    r = ave("fuzz", "--transform", f"{tmp_path / 'bad_pass.py'}:rewrite")
+    assert r.code == 2 and "Traceback" not in r.out + r.err
+    assert expected in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
 @pytest.mark.parametrize("name", SIMULATED)
 @settings(max_examples=examples(2), deadline=None)
 @given(case=gemm_kernels(naive=False))
