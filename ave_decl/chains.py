@@ -373,8 +373,8 @@ class Expander:
         self.enc.set_linear_thread(inst, group * g + lane)
         spec = getattr(instr, role)
         inst.constraints = [lane >= 0, lane < g, slot >= 0, slot < spec.values]
-        self.enc.ranges[lane.get_id()] = (0, g - 1)
-        self.enc.ranges[slot.get_id()] = (0, spec.values - 1)
+        self.enc.set_range(lane, 0, g - 1)
+        self.enc.set_range(slot, 0, spec.values - 1)
         inst.env["lane"] = lane
         return inst, lane, slot
 

@@ -35,8 +35,10 @@ class DivModSimplifier:
         self.ranges = ranges
         self.ctx = ctx
         self.used: dict[int, z3.ArithRef] = {}  # ranged variables whose range a rewrite relied on
-        self._memo: dict[int, z3.ExprRef] = {}
-        self._intervals: dict[int, Interval | None] = {}
+        # keyed by AST id; each entry keeps its key term alive, or Z3 could reuse the id for a
+        # new term once the caller drops the old one
+        self._memo: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
+        self._intervals: dict[int, tuple[z3.ExprRef, Interval | None]] = {}
 
     # --------------------------------------------------------------- public
     def formula(self, f: z3.ExprRef) -> z3.ExprRef:
@@ -53,7 +55,7 @@ class DivModSimplifier:
     def _rewrite(self, t: z3.ExprRef) -> z3.ExprRef:
         key = t.get_id()
         if key in self._memo:
-            return self._memo[key]
+            return self._memo[key][1]
         r = t
         if z3.is_app(t) and t.num_args() > 0 and not z3.is_quantifier(t):
             args = [self._rewrite(t.arg(i)) for i in range(t.num_args())]
@@ -62,7 +64,7 @@ class DivModSimplifier:
                 r = self._divmod(k == z3.Z3_OP_IDIV, args[0], args[1].as_long())
             elif any(not a.eq(t.arg(i)) for i, a in enumerate(args)):
                 r = t.decl()(*args)
-        self._memo[key] = r
+        self._memo[key] = (t, r)
         return r
 
     def _divmod(self, is_div: bool, x: z3.ArithRef, c: int) -> z3.ArithRef:
@@ -85,7 +87,11 @@ class DivModSimplifier:
         quotient, const = divmod(const, c)
         if big or quotient:
             r = self._divmod(is_div, self._build(rest, const), c)
-            return self._build(big, quotient) + r if is_div else r
+            if not is_div:
+                return r
+            if z3.is_int_value(r):
+                return self._build(big, quotient + r.as_long())
+            return self._build(big, quotient) + r
         # the remainder stays inside one multiple of c
         iv = self._interval_linear(rest, const)
         if iv is not None and iv[0] // c == iv[1] // c:
@@ -155,7 +161,7 @@ class DivModSimplifier:
     def _interval(self, t: z3.ArithRef) -> Interval | None:
         key = t.get_id()
         if key in self._intervals:
-            return self._intervals[key]
+            return self._intervals[key][1]
         r: Interval | None = None
         if z3.is_int_value(t):
             r = (t.as_long(), t.as_long())
@@ -174,5 +180,5 @@ class DivModSimplifier:
             terms, const = self._linear(t)
             if len(terms) != 1 or next(iter(terms.values()))[0].get_id() != key:
                 r = self._interval_linear(terms, const)
-        self._intervals[key] = r
+        self._intervals[key] = (t, r)
         return r

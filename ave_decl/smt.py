@@ -45,9 +45,15 @@ class Encoder:
         self.sizes: dict[str, z3.ArithRef] = {}
         self._counter = itertools.count()
         self.ranges: dict[int, tuple[int, int]] = {}  # z3 ast id of a variable -> known [lo, hi]
+        self._ranged: list[z3.ArithRef] = []  # keeps those variables alive: Z3 reuses freed ids
         self.side: list[z3.BoolRef] = []  # definitional constraints of bit decompositions
         self._bits: dict[int, list[z3.BoolRef]] = {}
         self._functions: dict[str, z3.FuncDeclRef] = {}
+
+    def set_range(self, var: z3.ArithRef, lo: int, hi: int) -> None:
+        """Record that every execution keeps `var` in [lo, hi] (a thread id, lane, slot, loop counter)."""
+        self.ranges[var.get_id()] = (lo, hi)
+        self._ranged.append(var)
 
     def int_var(self, name: str) -> z3.ArithRef:
         return z3.Int(name, self.ctx)
@@ -236,7 +242,7 @@ class Encoder:
                 t = self.int_var(f"{tag}.tid{d}")
                 inst.env[f"tid:{d}"] = t
                 inst.constraints += [t >= 0, t < extent]
-                self.ranges[t.get_id()] = (0, extent - 1)
+                self.set_range(t, 0, extent - 1)
         given = loops or {}
         for h in self.view.enclosing_loops(stmt):
             info = self.view.loops[h]
@@ -248,11 +254,11 @@ class Encoder:
             inst.constraints += self.loop_range(h, x, inst.env)
             lo, hi = self.nodes[info.lo], self.nodes[info.hi]
             if lo.op == "const" and hi.op == "const":
-                self.ranges[x.get_id()] = (lo.value, hi.value - 1)
+                self.set_range(x, lo.value, hi.value - 1)
         inst.env["slot"] = self.int_var(f"{tag}.slot")
         if stmt in self.view.slot_range:  # an ldmatrix: its load is one per register slot
             inst.constraints += [inst.env["slot"] >= 0, inst.env["slot"] < self.view.slot_range[stmt]]
-            self.ranges[inst.env["slot"].get_id()] = (0, self.view.slot_range[stmt] - 1)
+            self.set_range(inst.env["slot"], 0, self.view.slot_range[stmt] - 1)
         if with_guards:
             for cond, pol in self.view.all_guards(stmt):
                 c = self.bool_term(cond, inst.env)
