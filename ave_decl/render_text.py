@@ -91,6 +91,9 @@ def _table(c: Counterexample) -> list[str]:
         rows.append(("instruction", ", ".join(f"{k}={v}" for k, v in c.instruction.items())))
     if c.sizes:
         rows.append(("sizes", ", ".join(f"{k}={v}" for k, v in c.sizes.items())))
+    if c.index_tables:
+        rows.append(("index tensors", ", ".join(f"{name}[{', '.join(map(str, e[:-1]))}]={e[-1]}"
+                                                for name, entries in c.index_tables.items() for e in entries)))
     for side in (c.lhs, c.rhs):
         if side.kind == "index":
             rows.append((side.label, str(tuple(side.coordinates))))

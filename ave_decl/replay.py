@@ -46,10 +46,10 @@ INDEX_TENSOR = re.compile(r"Tensor\[\w+, \([^)]*\), (permutation|\()")
 
 
 def _replay_on_own_inputs(src: SourceFile, kernel: str, finding: Finding, exact: Replay) -> Replay:
-    """Kernels with index tensors: the counterexample's routing-table values are a model of an
-    uninterpreted function, not the simulator's inputs, so an exact replay of its tags may not
-    match. The simulator's exhaustive shadow check of the same invariant at the same statement,
-    on its own (valid) routing tables, confirms the violation class instead."""
+    """Kernels with index tensors, when the exact replay (the simulator's tables made to hold the
+    counterexample's `index_tables` entries) does not reproduce it: the simulator's exhaustive
+    shadow check of the same invariant at the same statement, on its own (valid) routing tables,
+    confirms the violation class instead, and says so."""
     from .simulate import simulate_source
 
     c = finding.counterexample
@@ -62,12 +62,29 @@ def _replay_on_own_inputs(src: SourceFile, kernel: str, finding: Finding, exact:
     return exact
 
 
+def _tensor_elements(src: SourceFile, kernel: str, sizes: dict[str, int]) -> int:
+    """Elements of all the kernel's tensor parameters at these sizes (what the simulator allocates)."""
+    from . import ast as A
+    from .parser import parse_source
+
+    total = 0
+    for k in parse_source(src).kernels:
+        for p in k.params if k.name == kernel else ():
+            if isinstance(p.annotation, A.Subscript) and len(p.annotation.indices) >= 2:
+                dims = p.annotation.indices[1]
+                n = 1
+                for d in dims.elts if isinstance(dims, A.Tuple) else (dims,):
+                    n *= max(1, sizes.get(d.id, 1)) if isinstance(d, A.Name) else d.value if isinstance(d, A.Int) else 1
+                total += n
+    return total
+
+
 def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> Replay:
     from .simulate import SimulationError, simulate_source
 
     c = finding.counterexample
     assert c is not None
-    if np.prod([max(1, v) for v in c.sizes.values()] or [1]) > MAX_ELEMENTS:
+    if _tensor_elements(src, kernel, c.sizes) > MAX_ELEMENTS:
         return Replay(False, f"not replayed: sizes {c.sizes} are too large to simulate")
     k_cov = finding.invariant == "ave/mma-k-coverage"
     iterations = _plain(c.iterations)
@@ -76,6 +93,7 @@ def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> 
     block = None if finding.invariant == "ave/output-coverage" else tuple(c.block)
     try:
         runs = simulate_source(src, c.sizes, kernel=kernel, blocks=None, shadow=True, probe=probe, async_land=async_land,
+                               index_entries=c.index_tables,
                                block_prefix=block)
     except SimulationError as exc:
         return Replay(False, f"not replayed: {exc.message}")
@@ -155,7 +173,7 @@ def _replay_mma_result(src: SourceFile, kernel: str, c, ops: dict, async_land: s
 
     probe = {"line": ops["line"], "iterations": ops["iterations"]}
     ((_, result),) = simulate_source(src, c.sizes, kernel=kernel, shadow=True, probe=probe,
-                                     block_prefix=tuple(c.block), async_land=async_land)
+                                     block_prefix=tuple(c.block), async_land=async_land, index_entries=c.index_tables)
     p = next((p for p in result.probes if p["iterations"] == ops["iterations"] and "a" in p["operands"]), None)
     if p is None:
         return Replay(False, "the simulator never executed the matrix instruction at the reported iteration")

@@ -74,6 +74,8 @@ class Counterexample:
     rhs: Side
     relation: str  # the relation that fails, in words
     instruction: dict[str, int] = field(default_factory=dict)  # e.g. row/col/k of a matrix instruction
+    # index-tensor entries the counterexample relies on: tensor -> [[coordinates..., value], ...]
+    index_tables: dict[str, list[list[int]]] = field(default_factory=dict)
 
 
 @dataclass

@@ -103,8 +103,10 @@ class SimResult:
 class Simulator:
     def __init__(self, kernel: A.Kernel, imports: dict[str, Instruction], sizes: dict[str, int],
                  blocks: list[tuple[int, ...]] | None = None, seed: int = 0, shadow: bool = True,
-                 probe: dict | None = None, async_land: str = "wait"):
+                 probe: dict | None = None, async_land: str = "wait",
+                 index_entries: dict[str, list[list[int]]] | None = None):
         self.k = kernel
+        self.index_entries = index_entries or {}  # entries an index tensor must hold (a replayed model)
         self.async_land = async_land  # "wait": copies land at the next async_wait(); "issue": at once
         self.imports = imports
         self.sizes = dict(sizes)
@@ -175,6 +177,8 @@ class Simulator:
             values = rng.standard_normal(shape).astype(np.float32)
             if len(p.annotation.indices) == 3:  # an index tensor: a permutation or values in [lo, hi)
                 values = self._index_input(p.annotation.indices[2], shape, rng)
+                values = _with_entries(values, self.index_entries.get(p.name, []),
+                                       permutation=isinstance(p.annotation.indices[2], A.Name))
             if dt in _ROUND:
                 values = values.astype(_ROUND[dt]).astype(np.float32)
             self.inputs[p.name] = values
@@ -923,10 +927,29 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: float = 1e-3) -> dict:
             "mismatched": int((diff > tol * scale).sum()), "elements": int(diff.size)}
 
 
+def _with_entries(values: np.ndarray, entries: list[list[int]], permutation: bool) -> np.ndarray:
+    """An index table holding the given [coordinates..., value] entries (those inside its shape).
+    A permutation stays one: each entry's value is swapped in from where it was, which keeps
+    every earlier entry because the entries themselves are injective."""
+    out = values.copy()
+    flat = out.reshape(-1)
+    for *coords, value in entries:
+        if len(coords) != out.ndim or not all(0 <= c < n for c, n in zip(coords, out.shape)):
+            continue
+        at = int(np.ravel_multi_index(tuple(coords), out.shape))
+        if permutation:
+            where = np.flatnonzero(flat == value)
+            if where.size:
+                flat[where[0]] = flat[at]
+        flat[at] = value
+    return out
+
+
 def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None = None, seed: int = 0,
                     blocks: list[tuple[int, ...]] | None = None, shadow: bool = True,
                     probe: dict | None = None, block_prefix: tuple[int, ...] | None = None,
-                    async_land: str = "wait") -> list[tuple[str, SimResult]]:
+                    async_land: str = "wait",
+                    index_entries: dict[str, list[list[int]]] | None = None) -> list[tuple[str, SimResult]]:
     """Parse and simulate the kernels of a file (all, or the one named)."""
     from .parser import parse_source
 
@@ -939,7 +962,8 @@ def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None =
             continue
         if block_prefix is not None:
             blocks = [block_prefix]
-        sim = Simulator(k, imports, sizes, blocks=blocks, seed=seed, shadow=shadow, probe=probe, async_land=async_land)
+        sim = Simulator(k, imports, sizes, blocks=blocks, seed=seed, shadow=shadow, probe=probe, async_land=async_land,
+                        index_entries=index_entries)
         result = sim.run()
         ref = reference_of(k)
         if ref is not None:

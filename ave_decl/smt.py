@@ -49,6 +49,7 @@ class Encoder:
         self.side: list[z3.BoolRef] = []  # definitional constraints of bit decompositions
         self._bits: dict[int, list[z3.BoolRef]] = {}
         self._functions: dict[str, z3.FuncDeclRef] = {}
+        self.index_reads: list[tuple[str, list[z3.ArithRef], z3.ArithRef]] = []  # of the last query_solver
 
     def set_range(self, var: z3.ArithRef, lo: int, hi: int) -> None:
         """Record that every execution keeps `var` in [lo, hi] (a thread id, lane, slot, loop counter)."""
@@ -71,14 +72,38 @@ class Encoder:
 
     def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef]) -> z3.Solver:
         """A solver holding the conjunction of `formulas`, div/mod normalised by variable ranges
-        (an equivalent formula; the ranges it relied on are asserted with it)."""
+        (an equivalent formula; the ranges it relied on are asserted with it), plus the value
+        range and injectivity of every index-tensor read it contains (`index_reads`)."""
         s = self.solver(timeout_ms)
-        if not NORMALISE_DIVMOD:
-            s.add(*formulas)
-            return s
-        simplifier = DivModSimplifier(self.ranges, self.ctx)
-        s.add(*[simplifier.formula(f) for f in formulas], *simplifier.range_constraints())
+        if NORMALISE_DIVMOD:
+            simplifier = DivModSimplifier(self.ranges, self.ctx)
+            formulas = [simplifier.formula(f) for f in formulas] + simplifier.range_constraints()
+        s.add(*formulas)
+        self.index_reads = self._index_reads(formulas)
+        for name, args, app in self.index_reads:
+            lo, hi, injective = self.view.index_values[name]
+            s.add(app >= self.int_term(lo, {}), app < self.int_term(hi, {}))
+            if injective and len(args) == 1:
+                s.add(self._functions[f"uf:{name}:inv"](app) == args[0])
         return s
+
+    def _index_reads(self, formulas: list[z3.BoolRef]) -> list[tuple[str, list[z3.ArithRef], z3.ArithRef]]:
+        """The index-tensor applications in the formulas: (tensor, arguments, application)."""
+        tensors = {self._functions[k].name(): k[3:] for k in self._functions if not k.endswith(":inv")}
+        if not tensors:
+            return []
+        seen: set[int] = set()
+        out = []
+        stack = list(formulas)
+        while stack:
+            t = stack.pop()
+            if t.get_id() in seen or not z3.is_app(t):
+                continue
+            seen.add(t.get_id())
+            if t.decl().name() in tensors and t.num_args() > 0:
+                out.append((tensors[t.decl().name()], [t.arg(i) for i in range(t.num_args())], t))
+            stack.extend(t.arg(i) for i in range(t.num_args()))
+        return out
 
     def fresh(self, prefix: str) -> str:
         """A variable-name prefix unique within this kernel (deterministic from run to run)."""
@@ -186,19 +211,15 @@ class Encoder:
 
     def _uf(self, name: str, args: list[z3.ArithRef]) -> z3.ArithRef:
         """An index tensor read: an uninterpreted function of the coordinates. Its declared value
-        range, and for a permutation injectivity (through an inverse function), are side
-        constraints of every query that mentions the application."""
+        range, and for a permutation injectivity (through an inverse function), are added by
+        `query_solver` for every application a query contains (terms are shared between queries,
+        so constraints attached at construction time would be lost or leak)."""
         key = f"uf:{name}"
         if key not in self._functions:
             sorts = [z3.IntSort(self.ctx)] * len(args)
             self._functions[key] = z3.Function(f"{name}", *sorts, z3.IntSort(self.ctx))
             self._functions[key + ":inv"] = z3.Function(f"{name}_inverse", z3.IntSort(self.ctx), z3.IntSort(self.ctx))
-        app = self._functions[key](*args)
-        lo, hi, injective = self.view.index_values[name]
-        self.side.append(z3.And(app >= self.int_term(lo, {}), app < self.int_term(hi, {})))
-        if injective and len(args) == 1:
-            self.side.append(self._functions[key + ":inv"](app) == args[0])
-        return app
+        return self._functions[key](*args)
 
     # -------------------------------------------------------- instances
     def base_constraints(self) -> list[z3.BoolRef]:

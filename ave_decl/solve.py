@@ -29,7 +29,7 @@ STRUCTURAL_REASONS = {
     "stored-mixed": "the stored value combines several tagged values, so it has no single tag (Top)",
 }
 
-SMALL_SIZE = 512  # counterexamples are re-solved with every size at most this, when possible
+SMALL_SIZES = (64, 512)  # counterexamples are re-solved with every size at most this, smallest first
 
 # relations whose counterexample names two accesses (or two executions) instead of a tag pair
 ACCESS_RELATIONS = {
@@ -102,7 +102,9 @@ class KernelSolver:
             solver = self.enc.query_solver(self.timeout_ms, [*self.base, *q.constraints, q.violated, *self.enc.side])
             result = solver.check()
             if result == z3.sat:
-                cex = self._counterexample(self._small_model(solver), q, relation)
+                model = self._small_model(solver)
+                cex = self._counterexample(model, q, relation)
+                cex.index_tables = self._index_tables(_Evaluator(model))
                 ms = (time.perf_counter() - started) * 1000
                 finding = self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex),
                                         counterexample=cex, queries=count, solver_ms=ms)
@@ -119,16 +121,27 @@ class KernelSolver:
         return self._finding(inv, site, Verdict.VERIFIED, "proved for every block, thread, iteration and value",
                              queries=count, solver_ms=ms)
 
+    def _index_tables(self, ev: "_Evaluator") -> dict[str, list[list[int]]]:
+        """The routing-table entries the counterexample relies on: [coordinates..., value] per
+        index-tensor read of the query (the replay runs the simulator on tables holding them)."""
+        out: dict[str, set[tuple[int, ...]]] = {}
+        for name, args, app in self.enc.index_reads:
+            out.setdefault(name, set()).add((*(ev(a) for a in args), ev(app)))
+        return {name: [list(e) for e in sorted(entries)] for name, entries in sorted(out.items())}
+
     def _small_model(self, solver: z3.Solver) -> z3.ModelRef:
-        """Prefer a counterexample at sizes the simulator can replay (every size <= 512)."""
+        """Prefer a counterexample at sizes that are quick to read and to replay: every size <= 64
+        when possible, else <= 512, else the first model."""
         model = solver.model()
-        if not self.enc.sizes:
-            return model
-        solver.push()
-        solver.add(*[v <= SMALL_SIZE for v in self.enc.sizes.values()])
-        if solver.check() == z3.sat:
-            model = solver.model()
-        solver.pop()
+        for bound in SMALL_SIZES if self.enc.sizes else ():
+            solver.push()
+            solver.add(*[v <= bound for v in self.enc.sizes.values()])
+            found = solver.check() == z3.sat
+            if found:
+                model = solver.model()
+            solver.pop()
+            if found:
+                break
         return model
 
     # ------------------------------------------------------------ queries
