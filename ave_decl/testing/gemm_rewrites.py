@@ -154,9 +154,9 @@ def _halve_index(x: A.Expr, e: str, trip: int) -> A.Expr | None:
         return dataclasses.replace(x, left=dataclasses.replace(x.left, right=A.Int(trip // 2)))
     if isinstance(x.left, A.BinOp) and x.left.op == "*" and x.left.left == A.Name(e):
         return x
-    if x.right == A.BinOp("%", A.Name(e), x.right.right if isinstance(x.right, A.BinOp) else A.Int(0)):
-        width = x.right.right  # type: ignore[attr-defined]
-        return x if isinstance(width, A.Int) and (trip // 2) % width.value == 0 else None
+    r = x.right
+    if isinstance(r, A.BinOp) and r.op == "%" and r.left == A.Name(e) and isinstance(r.right, A.Int):
+        return x if (trip // 2) % r.right.value == 0 else None  # vectors of r.right values
     return None
 
 
