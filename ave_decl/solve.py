@@ -418,7 +418,8 @@ class KernelSolver:
 def _access_message(relation: str, c: Counterexample) -> str:
     lhs, rhs = c.lhs, c.rhs
     at = tuple(lhs.coordinates)
-    who = "wave" if c.group_kind == "wave" else "thread"
+    # AMD waves order their own accesses; on NVIDIA every thread is its own ordering group
+    who = " of another wave" if c.group_kind == "wave" else ""
     t_l = lhs.chain[0].thread if lhs.chain else None
     t_r = rhs.chain[0].thread if rhs.chain else None
     if relation == "stored_tag":
@@ -432,10 +433,10 @@ def _access_message(relation: str, c: Counterexample) -> str:
     if relation == "write_count":
         return f"{lhs.coordinates[0]} store instances for {rhs.coordinates[0]} elements (sizes {c.sizes})"
     if relation == "raw_race":
-        return (f"thread {t_l} loads {lhs.tag_name}{at}, stored by thread {t_r} of another {who}, with no "
+        return (f"thread {t_l} loads {lhs.tag_name}{at}, stored by thread {t_r}{who}, with no "
                 f"syncthreads() in between on some path")
     if relation == "war_race":
-        return (f"thread {t_r} overwrites {lhs.tag_name}{at} while thread {t_l} of another {who} may not have read it "
+        return (f"thread {t_r} overwrites {lhs.tag_name}{at} while thread {t_l}{who} may not have read it "
                 f"yet: no syncthreads() between the load and the store on some path")
     if relation == "async_exposed":
         why = ("no async_wait() on some path" if c.instruction.get("waited") == 0 else
