@@ -1,12 +1,13 @@
 """Hypothesis strategies for users who fuzz kernel transformations.
 
-`gemm_kernels()` draws well-formed tile kernels of the LDS-staged MFMA GEMM family (and the naive
-GEMM): random wave arrangements (hence block tiles and launch shapes), K tiles, copy mappings
-(one contiguous chunk per thread, coalesced scalars, or vectors of 2-8 values), shared-memory
-layouts with and without bijective swizzles, the matrix instruction (AMD: one 32x32x8 MFMA per
-wave tile, or 2x2 16x16x16 MFMAs; NVIDIA: mma.sync m16n8k16 per warp tile fed by ldmatrix), each with sizes that satisfy its `assume(...)`. A drawn kernel is a
+`gemm_kernels()` draws well-formed tile kernels of the shared-memory-staged GEMM family (and the
+naive GEMM): random wave/warp arrangements (hence block tiles and launch shapes), K tiles (1-3 of
+them), copy mappings (one contiguous chunk per thread, coalesced scalars, or vectors of 2-8
+values), shared-memory layouts with and without bijective swizzles, the matrix instruction (AMD:
+one 32x32x8 MFMA per wave tile, or 2x2 16x16x16 MFMAs; NVIDIA: mma.sync m16n8k16 per warp tile
+fed by ldmatrix), each with sizes that satisfy its `assume(...)`. A drawn kernel is a
 `KernelCase` (the parameters, the `.ave` text and the parsed module), and every field shrinks
-toward the smallest kernel: one wave, the smallest tile, row-major shared memory, 32x32x8.
+toward the smallest kernel: one wave or warp, the smallest tile, row-major shared memory.
 """
 from __future__ import annotations
 
