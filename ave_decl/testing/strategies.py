@@ -59,8 +59,22 @@ class GemmSpec:
 
 
 @dataclass(frozen=True)
+class AttentionSpec:
+    """Grouped-query flash attention (online softmax, two MFMAs per KV block, P through shared
+    memory): `group` query heads per KV head, optional causal mask, S = 32 * kv_blocks."""
+    group: int = 1
+    causal: bool = False
+    heads_kv: int = 1
+    kv_blocks: int = 1
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {"H": self.group * self.heads_kv, "HKV": self.heads_kv, "S": 32 * self.kv_blocks}
+
+
+@dataclass(frozen=True)
 class KernelCase:
-    spec: GemmSpec
+    spec: GemmSpec | AttentionSpec
     text: str
     module: A.Module = field(compare=False, repr=False)
 
@@ -133,8 +147,10 @@ def mma_epilogue(row: str, col: str) -> list[str]:
 MFMA16_ACCUMULATORS = [f"    c{i}{j} = local(f32, (4,), init=0)" for i in (0, 1) for j in (0, 1)]
 
 
-def render(spec: GemmSpec) -> str:
+def render(spec: GemmSpec | AttentionSpec) -> str:
     """The `.ave` text of a drawn kernel."""
+    if isinstance(spec, AttentionSpec):
+        return render_attention(spec)
     if spec.naive:
         return NAIVE
     bm, bn, kt, t = spec.bm, spec.bn, spec.k_tile, spec.threads
@@ -202,6 +218,62 @@ def gemm_naive_fuzz(A: Tensor[f32, (M, K)], B: Tensor[f32, (K, N)], C: Tensor[f3
 '''
 
 
+def render_attention(spec: AttentionSpec) -> str:
+    g = spec.group
+    score = "s[r] * 0.2550348616"  # log2(e) / sqrt(32): exp2 of scaled scores is the softmax
+    masked = (f"select(kb + lane % 32 <= q0 + 8 * (r // 4) + 4 * (lane // 32) + r % 4, {score}, -1e+30)"
+              if spec.causal else score)
+    return f'''from ave.amdgpu import mfma_f32_32x32x8_bf16
+
+@kernel(grid=(S // 32, H), block=64, wave=64, reference="O = attention(Q, K, V, causal={spec.causal})")
+def attention_fuzz(Q: Tensor[bf16, (H, S, 32)], K: Tensor[bf16, (HKV, S, 32)], V: Tensor[bf16, (HKV, S, 32)], O: Tensor[f32, (H, S, 32)]):
+    assume(H == {g} * HKV, S % 32 == 0)
+    tag(Q, lambda h, q, d: (h, q, d), "Q")
+    tag(K, lambda g, s, d: (g, d, s), "Kt")
+    tag(V, lambda g, s, d: (g, s, d), "V")
+    tag(O, lambda h, q, d: (h, q, d), "O")
+    lane = lane_id()
+    h = block_id(1)
+    g = h // {g}
+    q0 = block_id(0) * 32
+    Ps = shared(bf16, (32, 32))
+    qa = local(bf16, (4,))
+    kt = local(bf16, (4,))
+    pa = local(bf16, (4,))
+    vb = local(bf16, (4,))
+    o = local(f32, (16,), init=0)
+    m = local(f32, (16,), init=-1e+30)
+    l = local(f32, (16,), init=0)
+    for kb in range(0, S, 32):
+        s = local(f32, (16,), init=0)
+        for ds in range(0, 32, 8):
+            for v in range(4):
+                qa[v] = Q[h, q0 + lane % 32, ds + 4 * (lane // 32) + v]
+                kt[v] = K[g, kb + lane % 32, ds + 4 * (lane // 32) + v]
+            assert_tag(qa, kt, lambda tq, tk: tq[0] // {g} == tk[0])
+            s = mfma_f32_32x32x8_bf16(qa, kt, s)
+        for r in range(16):
+            x = {masked}
+            m_new = fmax(m[r], lane_max(x, 32))
+            p = exp2(x - m_new)
+            corr = exp2(m[r] - m_new)
+            l[r] = l[r] * corr + lane_sum(p, 32)
+            o[r] = o[r] * corr
+            m[r] = m_new
+            Ps[8 * (r // 4) + 4 * (lane // 32) + r % 4, lane % 32] = p
+        syncthreads()
+        for ks in range(0, 32, 8):
+            for v in range(4):
+                pa[v] = Ps[lane % 32, ks + 4 * (lane // 32) + v]
+                vb[v] = V[g, kb + ks + 4 * (lane // 32) + v, lane % 32]
+            assert_tag(pa, vb, lambda tp, tv: tp[0] // {g} == tv[0])
+            o = mfma_f32_32x32x8_bf16(pa, vb, o)
+        syncthreads()
+    for r in range(16):
+        O[h, q0 + 8 * (r // 4) + 4 * (lane // 32) + r % 4, lane % 32] = o[r] / l[r]
+'''
+
+
 def valid_swizzles(rows: int, cols: int) -> list[tuple[int, int, int]]:
     """Swizzles that keep a rows x cols row-major buffer a bijection onto itself."""
     out = []
@@ -237,6 +309,17 @@ def gemm_specs(draw, naive: bool | None = None) -> GemmSpec:
     # up to 3 K tiles: a 3-stage pipeline's steady-state refill runs only from the third tile on
     return GemmSpec(wm, wn, kt, sw_a, sw_b, draw(st.integers(1, 2)), draw(st.integers(1, 2)),
                     draw(st.integers(1, 3)), instruction=instruction, copy_width=copy_width)
+
+
+@st.composite
+def attention_specs(draw) -> AttentionSpec:
+    return AttentionSpec(group=draw(st.sampled_from([1, 2, 4])), causal=draw(st.booleans()),
+                         heads_kv=draw(st.integers(1, 2)), kv_blocks=draw(st.integers(1, 2)))
+
+
+def attention_kernels() -> st.SearchStrategy[KernelCase]:
+    """Flash-attention kernels (the row-statistics, head-mapping and softmax invariants)."""
+    return attention_specs().map(lambda spec: KernelCase(spec, render(spec), parse_text(render(spec), "fuzz.ave")))
 
 
 def gemm_kernels(naive: bool | None = None) -> st.SearchStrategy[KernelCase]:

@@ -10,7 +10,7 @@ from ave_decl.mutate import OPERATORS, mutants
 from ave_decl.report import Verdict
 from ave_decl import printer
 from ave_decl.testing.fuzz import check_transformation
-from ave_decl.testing.strategies import GemmSpec, KernelCase, gemm_kernels, render
+from ave_decl.testing.strategies import GemmSpec, KernelCase, attention_kernels, gemm_kernels, render
 from ave_decl.testing.transforms import CATALOGUE, MUTATIONS
 from ave_decl.parser import parse_text
 from ave_decl.simulate import simulate_source
@@ -137,3 +137,22 @@ def test_every_counterexample_of_generated_mutants_replays(case, data):
             if f.verdict == Verdict.VIOLATION and f.severity == "error" and f.counterexample is not None:
                 assert f.replay and f.replay["confirmed"], (case.spec, mutant.operator, f.invariant, f.message,
                                                             f.replay)
+
+
+@settings(max_examples=examples(2), deadline=None)
+@given(attention_kernels(), st.data())
+def test_generated_attention_kernels_and_mutants_agree_with_the_simulator(case, data):
+    """The attention family (row statistics, head mapping, P through shared memory), as drawn or
+    with one mutation: VERIFIED implies the simulator's shadow check, bounds and race detector
+    pass; every error counterexample replays."""
+    found = [None] + [m for op in sorted(OPERATORS) for m in mutants(case.text, [op], first_only=False)]
+    mutant = data.draw(st.sampled_from(found), label="mutant")
+    text = case.text if mutant is None else mutant.text
+    report = ave_decl.check(text, path="attention.ave", confirm=True, violation_sets=False)
+    (k,) = report.kernels
+    if k.verdict == Verdict.VERIFIED:
+        ((_, r),) = simulate_source(SourceFile("attention.ave", text), case.sizes)
+        assert r.shadow_ok and not r.errors and not r.races, (case.spec, mutant)
+    for f in k.findings:
+        if f.verdict == Verdict.VIOLATION and f.severity == "error" and f.counterexample is not None:
+            assert f.replay and f.replay["confirmed"], (case.spec, mutant.operator if mutant else None, f.message)
