@@ -92,3 +92,18 @@ def thread_vars(kernel: A.Kernel) -> set[str]:
     return {s.target.id for s in kernel.body if isinstance(s, A.Assign) and isinstance(s.target, A.Name)
             and isinstance(s.value, A.Call) and s.value.func_name == "thread_id"
             and s.value.args == (A.Int(0),)}
+
+
+PER_THREAD_CALLS = {"thread_id", "lane_id", "wave_id", "warp_id", "local"}
+
+
+def per_thread_names(kernel: A.Kernel) -> set[str]:
+    """Top-level names whose value can differ between the threads of a block: thread, lane,
+    wave and warp ids, register arrays (`local`), and anything computed from them."""
+    out: set[str] = set()
+    for s in kernel.body:
+        if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and (
+                any(isinstance(n, A.Call) and n.func_name in PER_THREAD_CALLS for n in walk(s.value))
+                or any(mentions(s.value, d) for d in out)):
+            out.add(s.target.id)
+    return out

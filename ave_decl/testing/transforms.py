@@ -15,8 +15,8 @@ import dataclasses
 from typing import Callable
 
 from .. import ast as A
-from .ast_rewrite import (Rewrite, const_range, mentions, rewrite, shared_buffers, shared_decls, thread_count,
-                          thread_vars, walk)
+from .ast_rewrite import (Rewrite, const_range, mentions, per_thread_names, rewrite, shared_buffers, shared_decls,
+                          thread_count, thread_vars, walk)
 from .gemm_rewrites import (mfma_32x32x8_to_16x16x16, pipeline_k_loop, pipeline_k_loop_3_stages,
                             pipeline_k_loop_wrong_stage, split_k_tile)
 
@@ -112,12 +112,13 @@ def vectorize_copies(module: A.Module, max_width: int = 8) -> A.Module:
     E and every row length R (so a vector never straddles a row). The same elements are copied,
     each exactly once, to the same places; only which thread moves which element changes. Applies
     only where the loop body is such a copy: stores into shared or global tensors that mention
-    neither the loop variable nor the thread id except through `i`."""
+    neither the loop variable nor anything per-thread (ids, registers, values computed from them)
+    except through `i`."""
     return dataclasses.replace(module, kernels=tuple(_vectorize_kernel(k, max_width) for k in module.kernels))
 
 
 def _vectorize_kernel(kernel: A.Kernel, max_width: int) -> A.Kernel:
-    threads, tvars = thread_count(kernel), thread_vars(kernel)
+    threads, tvars, per_thread = thread_count(kernel), thread_vars(kernel), per_thread_names(kernel)
     memories = set(shared_decls(kernel.body)) | {p.name for p in kernel.params}
     if threads is None or not tvars:
         return kernel
@@ -131,7 +132,7 @@ def _vectorize_kernel(kernel: A.Kernel, max_width: int) -> A.Kernel:
         if not _is_coalesced(index.value, e, threads, tvars) or not rest:
             return None
         if not all(isinstance(s, A.Assign) and isinstance(s.target, A.Subscript) and isinstance(s.target.value, A.Name)
-                   and s.target.value.id in memories and not mentions(s, e) and not any(mentions(s, t) for t in tvars)
+                   and s.target.value.id in memories and not mentions(s, e) and not any(mentions(s, t) for t in per_thread)
                    for s in rest):
             return None
         rows = [x.right.value for x in _walk_binops(rest) if x.op in ("//", "%") and x.left == A.Name(i)

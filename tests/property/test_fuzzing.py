@@ -89,6 +89,23 @@ def test_pipelining_stages_ldmatrix_operands():
     assert check_transformation(case, CATALOGUE["pipeline_k_loop"], simulate=True) is None
 
 
+def test_vectorize_copies_only_moves_per_thread_independent_copies():
+    """A copy that also reads a register (per-thread data) must keep its thread -> element map."""
+    src = """@kernel(grid=(1,), block=64, wave=64)
+def k(A: Tensor[f32, (256,)], B: Tensor[f32, (256,)]):
+    t = thread_id(0)
+    r = local(f32, (4,), init=0)
+    for e in range(4):
+        i = e * 64 + t
+        B[i] = A[i] + r[0]
+    for e in range(4):
+        j = e * 64 + t
+        B[j] = A[j]
+"""
+    out = printer.module(CATALOGUE["vectorize_copies"](parse_text(src)))
+    assert "i = e * 64 + t" in out and "j = (e // 4 * 64 + t) * 4 + e % 4" in out, out
+
+
 def test_transformations_leave_other_kernels_unchanged():
     module = parse_text((ROOT / "examples" / "flash_attention_gqa.ave").read_text())
     for name in ("pipeline_k_loop", "pipeline_k_loop_3_stages", "split_k_tile", "mfma_32x32x8_to_16x16x16",
