@@ -30,6 +30,7 @@ STRUCTURAL_REASONS = {
 }
 
 SMALL_SIZES = (64, 512)  # counterexamples are re-solved with every size at most this, smallest first
+SMALL_MODEL_MS = 2000  # a preference, not a proof: each re-solve gets at most this long
 
 # relations whose counterexample names two accesses (or two executions) instead of a tag pair
 ACCESS_RELATIONS = {
@@ -133,6 +134,7 @@ class KernelSolver:
         """Prefer a counterexample at sizes that are quick to read and to replay: every size <= 64
         when possible, else <= 512, else the first model."""
         model = solver.model()
+        solver.set("timeout", min(self.timeout_ms, SMALL_MODEL_MS))
         for bound in SMALL_SIZES if self.enc.sizes else ():
             solver.push()
             solver.add(*[v <= bound for v in self.enc.sizes.values()])
