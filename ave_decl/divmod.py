@@ -151,14 +151,15 @@ class DivModSimplifier:
     def _interval_linear(self, terms: dict[int, tuple[z3.ArithRef, int]], const: int) -> Interval | None:
         lo = hi = const
         for atom, a in terms.values():
-            iv = self._interval(atom)
+            iv = self.interval(atom)
             if iv is None:
                 return None
             lo += min(a * iv[0], a * iv[1])
             hi += max(a * iv[0], a * iv[1])
         return lo, hi
 
-    def _interval(self, t: z3.ArithRef) -> Interval | None:
+    def interval(self, t: z3.ArithRef) -> Interval | None:
+        """Known bounds of an integer term from the variable ranges (None when unbounded)."""
         key = t.get_id()
         if key in self._intervals:
             return self._intervals[key][1]
@@ -171,7 +172,7 @@ class DivModSimplifier:
                 self.used[key] = t
         elif z3.is_app(t) and t.num_args() == 2 and z3.is_int_value(t.arg(1)) and t.arg(1).as_long() > 0:
             c, k = t.arg(1).as_long(), t.decl().kind()
-            inner = self._interval(t.arg(0)) if k in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) else None
+            inner = self.interval(t.arg(0)) if k in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) else None
             if k == z3.Z3_OP_IDIV and inner is not None:
                 r = (inner[0] // c, inner[1] // c)
             elif k == z3.Z3_OP_MOD:

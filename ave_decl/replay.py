@@ -3,6 +3,7 @@ on its block, and read back what actually meets at the use site for the reported
 iteration and value slot. A counterexample that does not replay is a verifier bug."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -63,20 +64,16 @@ def _replay_on_own_inputs(src: SourceFile, kernel: str, finding: Finding, exact:
 
 
 def _tensor_elements(src: SourceFile, kernel: str, sizes: dict[str, int]) -> int:
-    """Elements of all the kernel's tensor parameters at these sizes (what the simulator allocates)."""
-    from . import ast as A
+    """Elements of all the kernel's tensor parameters at these sizes (what the simulator allocates;
+    a size the counterexample does not name is left to the simulator to report)."""
     from .parser import parse_source
+    from .simulate import tensor_shape
 
-    total = 0
-    for k in parse_source(src).kernels:
-        for p in k.params if k.name == kernel else ():
-            if isinstance(p.annotation, A.Subscript) and len(p.annotation.indices) >= 2:
-                dims = p.annotation.indices[1]
-                n = 1
-                for d in dims.elts if isinstance(dims, A.Tuple) else (dims,):
-                    n *= max(1, sizes.get(d.id, 1)) if isinstance(d, A.Name) else d.value if isinstance(d, A.Int) else 1
-                total += n
-    return total
+    try:
+        return sum(math.prod(tensor_shape(p, sizes)) for k in parse_source(src).kernels if k.name == kernel
+                   for p in k.params)
+    except KeyError:
+        return 0
 
 
 def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> Replay:

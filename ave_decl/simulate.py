@@ -130,11 +130,9 @@ class Simulator:
             if isinstance(p.annotation, A.Name) and p.annotation.id == "int" and p.name not in self.sizes:
                 raise SimulationError(f"give a value for size {p.name} (--sizes {p.name}=...)", p.span)
         for p in self.k.params:
-            if isinstance(p.annotation, A.Subscript):
-                dims = p.annotation.indices[1]
-                for d in (dims.elts if isinstance(dims, A.Tuple) else (dims,)):
-                    if isinstance(d, A.Name) and d.id not in self.sizes:
-                        raise SimulationError(f"give a value for size {d.id} (--sizes {d.id}=...)", d.span)
+            for d in tensor_dims(p):
+                if isinstance(d, A.Name) and d.id not in self.sizes:
+                    raise SimulationError(f"give a value for size {d.id} (--sizes {d.id}=...)", d.span)
         self.shape = (1, 1)  # launch extents are evaluated over sizes only
         self.env = {name: self._ival(value) for name, value in self.sizes.items()}
         self.grid = tuple(self._const(e) for e in _elts(dec.kwarg("grid")))
@@ -171,9 +169,7 @@ class Simulator:
                 self.env[p.name] = self._ival(self.sizes[p.name])
                 continue
             dt = p.annotation.indices[0].id  # type: ignore[union-attr]
-            dims = p.annotation.indices[1]
-            shape = tuple(self.sizes[d.id] if isinstance(d, A.Name) else d.value  # type: ignore[union-attr]
-                          for d in (dims.elts if isinstance(dims, A.Tuple) else (dims,)))
+            shape = tensor_shape(p, self.sizes)
             values = rng.standard_normal(shape).astype(np.float32)
             if len(p.annotation.indices) == 3:  # an index tensor: a permutation or values in [lo, hi)
                 values = self._index_input(p.annotation.indices[2], shape, rng)
@@ -925,6 +921,19 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: float = 1e-3) -> dict:
     return {"ok": rel <= tol, "max_abs": float(diff.max()) if diff.size else 0.0, "rel": rel, "tol": tol,
             "worst_index": [int(i) for i in worst],
             "mismatched": int((diff > tol * scale).sum()), "elements": int(diff.size)}
+
+
+def tensor_dims(p: A.Param) -> tuple[A.Expr, ...]:
+    """The dimension expressions of a tensor parameter `Tensor[dtype, (d0, d1, ...)]` (none for a size)."""
+    if not isinstance(p.annotation, A.Subscript) or len(p.annotation.indices) < 2:
+        return ()
+    dims = p.annotation.indices[1]
+    return dims.elts if isinstance(dims, A.Tuple) else (dims,)
+
+
+def tensor_shape(p: A.Param, sizes: dict[str, int]) -> tuple[int, ...]:
+    """The shape of a tensor parameter at these sizes (KeyError for a size not given)."""
+    return tuple(sizes[d.id] if isinstance(d, A.Name) else d.value for d in tensor_dims(p))  # type: ignore[union-attr]
 
 
 def _with_entries(values: np.ndarray, entries: list[list[int]], permutation: bool) -> np.ndarray:

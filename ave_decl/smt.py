@@ -126,33 +126,9 @@ class Encoder:
         return as_bool(self.term(eid, env))
 
     def interval(self, term: z3.ExprRef) -> tuple[int, int] | None:
-        """Known bounds of a term: constants, ranged variables, and + - * // % & >> over them."""
-        if z3.is_int_value(term):
-            v = term.as_long()
-            return v, v
-        if z3.is_const(term):
-            return self.ranges.get(term.get_id())
-        if not z3.is_app(term) or term.num_args() != 2:
-            return None
-        k = term.decl().kind()
-        a, b = self.interval(term.arg(0)), self.interval(term.arg(1))
-        if a is None or b is None:
-            return None
-        if k == z3.Z3_OP_ADD:
-            return a[0] + b[0], a[1] + b[1]
-        if k == z3.Z3_OP_SUB:
-            return a[0] - b[1], a[1] - b[0]
-        if k == z3.Z3_OP_MUL and b[0] == b[1]:
-            lo, hi = a[0] * b[0], a[1] * b[0]
-            return min(lo, hi), max(lo, hi)
-        if k == z3.Z3_OP_MUL and a[0] == a[1]:
-            lo, hi = b[0] * a[0], b[1] * a[0]
-            return min(lo, hi), max(lo, hi)
-        if k in (z3.Z3_OP_IDIV, z3.Z3_OP_DIV) and b[0] == b[1] and b[0] > 0:
-            return a[0] // b[0], a[1] // b[0]
-        if k == z3.Z3_OP_MOD and b[0] == b[1] and b[0] > 0:
-            return (a[0], a[1]) if a[0] >= 0 and a[1] < b[0] else (0, b[0] - 1)
-        return None
+        """Known bounds of a term: constants, ranged variables, and linear forms, `//` and `%`
+        by constants over them (the same analysis the div/mod normalisation uses)."""
+        return DivModSimplifier(self.ranges, self.ctx).interval(term)
 
     def side_snapshot(self) -> tuple[list[z3.BoolRef], dict[int, list[z3.BoolRef]]]:
         return list(self.side), dict(self._bits)

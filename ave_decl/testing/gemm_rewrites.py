@@ -36,7 +36,7 @@ def pipeline_k_loop(module: A.Module, read_stage: str = "st", stages: int = 2) -
     head = next((i for i, ln in enumerate(lines) if re.match(r"    for kt in range\(0, K, (\d+)\):$", ln)), None)
     if not shared or head is None or any("layout=" in ln for ln in lines if "shared(" in ln):
         return module
-    step = re.match(r"    for kt in range\(0, K, (\d+)\):$", lines[head]).group(1)  # type: ignore[union-attr]
+    step = int(re.match(r"    for kt in range\(0, K, (\d+)\):$", lines[head]).group(1))  # type: ignore[union-attr]
     end = next((i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith("        ")), len(lines))
     body = lines[head + 1:end]
     bars = [i for i, ln in enumerate(body) if ln == "        syncthreads()"]
@@ -57,11 +57,11 @@ def pipeline_k_loop(module: A.Module, read_stage: str = "st", stages: int = 2) -
             out.append(f"{m.group(1)}async_copy({m.group(2)}[{stage}, {m.group(3)}], {m.group(4)})" if m else ln)
         return out
 
-    ahead = (stages - 1) * int(step)
+    ahead = (stages - 1) * step
     prologue: list[str] = []
     for p in range(stages - 1):
-        block = [ln[4:] for ln in staged_copy(copy, str(p), str(p * int(step)), rename=str(p))]
-        prologue += block if p == 0 else [f"    if {p * int(step)} < K:"] + ["    " + ln for ln in block]
+        block = [ln[4:] for ln in staged_copy(copy, str(p), str(p * step), rename=str(p))]
+        prologue += block if p == 0 else [f"    if {p * step} < K:"] + ["    " + ln for ln in block]
     refill_stage = "1 - st" if stages == 2 else f"(st + {stages - 1}) % {stages}"
     refill = ["    " + ln for ln in staged_copy(copy, refill_stage, f"(kt + {ahead})")]
     reads = [re.sub(rf"\b({names})\[", rf"\g<1>[{read_stage}, ", ln) for ln in compute]

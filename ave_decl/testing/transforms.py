@@ -135,7 +135,7 @@ def _vectorize_kernel(kernel: A.Kernel, max_width: int) -> A.Kernel:
                    and s.target.value.id in memories and not mentions(s, e) and not any(mentions(s, t) for t in per_thread)
                    for s in rest):
             return None
-        rows = [x.right.value for x in _walk_binops(rest) if x.op in ("//", "%") and x.left == A.Name(i)
+        rows = [x.right.value for x in walk(rest) if isinstance(x, A.BinOp) and x.op in ("//", "%") and x.left == A.Name(i)
                 and isinstance(x.right, A.Int)]
         width = next((v for v in VECTOR_WIDTHS if v <= max_width and trip % v == 0 and all(r % v == 0 for r in rows)),
                      None)
@@ -154,10 +154,6 @@ def _is_coalesced(x: A.Expr, e: str, threads: int, tvars: set[str]) -> bool:
     """`e * threads + t` with t a thread-id variable."""
     return (isinstance(x, A.BinOp) and x.op == "+" and isinstance(x.right, A.Name) and x.right.id in tvars
             and x.left == A.BinOp("*", A.Name(e), A.Int(threads)))
-
-
-def _walk_binops(node) -> list[A.BinOp]:
-    return [n for n in walk(node) if isinstance(n, A.BinOp)]
 
 
 CATALOGUE: dict[str, Callable[[A.Module], A.Module]] = {
