@@ -8,9 +8,9 @@ from __future__ import annotations
 from os import PathLike
 from pathlib import Path
 
-from .report import Counterexample, Finding, KernelReport, Report, Verdict
+from .report.model import Counterexample, Finding, KernelReport, Report, Verdict
+from .version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["check", "Report", "KernelReport", "Finding", "Counterexample", "Verdict", "__version__"]
 
 
@@ -18,8 +18,8 @@ def check(source_or_path: str | PathLike | list[str | PathLike], *, engine: str 
           timeout: float = 10.0, rules: tuple[str, ...] | list[str] = (), path: str = "<string>",
           violation_sets: bool = True, confirm: bool = False) -> Report:
     """Verify kernels given as file paths, or as `.ave` source text (named by `path`)."""
+    from .lang.source import SourceFile
     from .pipeline import Options, read_sources, run
-    from .source import SourceFile
 
     opts = Options(engine=engine, timeout_s=timeout, rules_dirs=tuple(str(r) for r in rules),
                    violation_sets=violation_sets, confirm=confirm)

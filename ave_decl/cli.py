@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .errors import AveError, ExitCode, UsageError
+from .lang.errors import AveError, ExitCode, UsageError
+from .version import __version__
 
 _EXIT_HELP = ("Exit codes: 0 clean, 1 violation, 2 usage, 3 kernel front-end error, 4 rule error, "
               "5 inconclusive (UNKNOWN and no violation), 70 internal error.")
@@ -59,7 +59,7 @@ def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: f
           verbose: bool) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
-    from .render_text import render
+    from .report.text import render
 
     started = time.perf_counter()
     sources, errors = read_sources(list(files))
@@ -72,7 +72,7 @@ def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: f
     else:
         click.echo(render(report, {s.path: s for s in sources}, verbose=verbose), nl=False)
     if show_time:
-        from .render_text import render_timings
+        from .report.text import render_timings
 
         click.echo(render_timings(report), err=True)
     sys.exit(report.exit_code)
@@ -85,7 +85,7 @@ def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: f
 def facts(file: str, out_dir: str) -> None:
     """Write a kernel file's facts as Soufflé .facts files (one per input relation of rules/schema.dl)."""
     from .datalog.ruleset import load_rules
-    from .facts import merge, write_facts_dir
+    from .facts.kernel_facts import merge, write_facts_dir
     from .pipeline import front_end, read_sources
 
     sources, errors = read_sources([file])
@@ -126,15 +126,15 @@ def facts(file: str, out_dir: str) -> None:
 def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sarif_file, cache_dir, no_cache,
           baseline, write_baseline, confirm, violation_sets, show_time, quiet, verbose) -> None:
     """Audit every .ave file under PATHS: parallel, cached, one bad file never stops the rest."""
-    from .audit import AuditOptions
-    from .audit import audit as run_audit
-    from .cache import default_dir
+    from .audit.batch import AuditOptions
+    from .audit.batch import audit as run_audit
+    from .audit.cache import default_dir
     from .datalog.ruleset import load_rules, rule_metadata
     from .pipeline import Options
-    from .render_text import render, render_timings
-    from .sarif import to_sarif
-    from .suppress import apply_baseline
-    from .suppress import write_baseline as save_baseline
+    from .report.sarif import to_sarif
+    from .report.suppress import apply_baseline
+    from .report.suppress import write_baseline as save_baseline
+    from .report.text import render, render_timings
 
     opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets),
                         jobs or (os.cpu_count() or 1),
@@ -207,9 +207,9 @@ def _parse_sizes(text: str) -> dict[str, int]:
 def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | None, no_shadow: bool,
              as_json: bool) -> None:
     """Run kernels concretely on random inputs; compare with their reference and check every tag assertion."""
-    from .errors import FrontEndError
+    from .lang.errors import FrontEndError
     from .pipeline import read_sources
-    from .simulate import simulate_source
+    from .sim.run import simulate_source
 
     sizes = _parse_sizes(sizes_text)
     chosen = None if blocks == "all" else [tuple(int(x) for x in blocks.split(","))]

@@ -12,16 +12,16 @@ from pathlib import Path
 
 from .datalog.engines import ENGINES, make_engine
 from .datalog.ruleset import load_rules, rule_metadata
-from .errors import AveError, EngineTimeout, ExitCode, UsageError
-from .facts import KernelFacts, merge
-from .lower import lower_module
-from .parser import parse_source
-from .report import ErrorReport, KernelReport, Location, Report, Verdict
-from .semantic import add_semantic_facts
-from .solve import KernelSolver
-from .suppress import annotate
-from .source import SourceFile
-from .view import KernelView
+from .facts.kernel_facts import KernelFacts, merge
+from .facts.lower import lower_module
+from .facts.view import KernelView
+from .lang.errors import AveError, EngineTimeout, ExitCode, UsageError
+from .lang.parser import parse_source
+from .lang.source import SourceFile
+from .report.model import ErrorReport, KernelReport, Location, Report, Verdict
+from .report.suppress import annotate
+from .solver.derived_facts import add_semantic_facts
+from .solver.solve import KernelSolver
 
 
 @dataclass
@@ -137,7 +137,7 @@ def confirm_findings(kf: KernelFacts, findings) -> None:
     """Replay every counterexample in the simulator (`--confirm`)."""
     from dataclasses import asdict
 
-    from .replay import replay
+    from .sim.replay import replay
 
     for f in findings:
         if f.counterexample is None or f.severity != "error":  # performance warnings are not replayed

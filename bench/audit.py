@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ave_decl.audit import AuditOptions, audit  # noqa: E402
+from ave_decl.audit.batch import AuditOptions, audit  # noqa: E402
 from ave_decl.pipeline import Options  # noqa: E402
 
 MUTATIONS = [

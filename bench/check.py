@@ -21,16 +21,16 @@ def one_run(path: Path) -> dict[str, float]:
     """Time each stage of the pipeline once, in this process."""
     from ave_decl.datalog.clingo_engine import ClingoEngine
     from ave_decl.datalog.ruleset import load_rules, rule_metadata
-    from ave_decl.facts import merge
-    from ave_decl.lower import lower_module
-    from ave_decl.parser import parse_source
+    from ave_decl.facts.kernel_facts import merge
+    from ave_decl.facts.lower import lower_module
+    from ave_decl.facts.view import KernelView
+    from ave_decl.lang.parser import parse_source
+    from ave_decl.lang.source import SourceFile
     from ave_decl.pipeline import kernel_verdict, split_by_kernel
-    from ave_decl.render_text import render
-    from ave_decl.report import KernelReport, Report
-    from ave_decl.semantic import add_semantic_facts
-    from ave_decl.solve import KernelSolver
-    from ave_decl.source import SourceFile
-    from ave_decl.view import KernelView
+    from ave_decl.report.model import KernelReport, Report
+    from ave_decl.report.text import render
+    from ave_decl.solver.derived_facts import add_semantic_facts
+    from ave_decl.solver.solve import KernelSolver
 
     t = {}
     t0 = time.perf_counter()

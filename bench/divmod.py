@@ -1,4 +1,4 @@
-"""Effect of the range-aware div/mod normalisation (ave_decl/divmod.py) on `ave check`.
+"""Effect of the range-aware div/mod normalisation (ave_decl/solver/divmod.py) on `ave check`.
 
 Checks every example and a fixed set of drawn GEMMs (the 16x16x16 / vector-copy shapes where
 nested div/mod hurt most) with the normalisation off (the baseline) and on, alternating in this
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import ave_decl  # noqa: E402
-from ave_decl import smt  # noqa: E402
+from ave_decl.solver import smt  # noqa: E402
 from ave_decl.testing.strategies import GemmSpec, render  # noqa: E402
 
 DRAWN = {

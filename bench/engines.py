@@ -16,9 +16,9 @@ sys.path.insert(0, str(ROOT))
 from ave_decl.datalog.clingo_engine import ClingoEngine  # noqa: E402
 from ave_decl.datalog.ruleset import load_rules  # noqa: E402
 from ave_decl.datalog.souffle_engine import SouffleEngine, find_souffle  # noqa: E402
-from ave_decl.facts import merge  # noqa: E402
+from ave_decl.facts.kernel_facts import merge  # noqa: E402
+from ave_decl.lang.source import SourceFile  # noqa: E402
 from ave_decl.pipeline import front_end  # noqa: E402
-from ave_decl.source import SourceFile  # noqa: E402
 
 
 def corpus(copies: int):

@@ -1,7 +1,7 @@
 """Mutation benchmark: is the verifier sound and useful on realistic bugs?
 
 For every correct workload in examples/ (files that say "Expected: VERIFIED") and every mutant
-that `ave_decl.mutate` makes of it:
+that `ave_decl.testing.mutate` makes of it:
   * ground truth from the simulator at small sizes (all blocks): output differs from the numpy
     reference, a shadow-tag check fails, a race or an in-flight async read is seen, an output
     element is not written exactly once, or an access is out of bounds;
@@ -31,10 +31,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ave_decl import check  # noqa: E402
-from ave_decl.mutate import OPERATORS, mutants  # noqa: E402
-from ave_decl.report import Verdict  # noqa: E402
-from ave_decl.simulate import SimulationError, simulate_source  # noqa: E402
-from ave_decl.source import SourceFile  # noqa: E402
+from ave_decl.lang.source import SourceFile  # noqa: E402
+from ave_decl.report.model import Verdict  # noqa: E402
+from ave_decl.sim.run import simulate_source  # noqa: E402
+from ave_decl.sim.state import SimulationError  # noqa: E402
+from ave_decl.testing.mutate import OPERATORS, mutants  # noqa: E402
 
 SIZES = {"M": 128, "N": 64, "K": 192}  # the GEMMs
 WORKLOAD_SIZES = {"flash_attention_gqa": {"H": 8, "HKV": 2, "S": 64},

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import ave_decl  # noqa: E402
-from ave_decl.simulate import simulate_source  # noqa: E402
-from ave_decl.source import SourceFile  # noqa: E402
+from ave_decl.lang.source import SourceFile  # noqa: E402
+from ave_decl.sim.run import simulate_source  # noqa: E402
 
 GEMM = ROOT / "examples" / "gemm_lds_mfma.ave"
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from conftest import DATA, EXAMPLES, ROOT
 
 REPORT_SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())

@@ -1,10 +1,10 @@
 """End-to-end verdicts on the shipped examples, through the CLI and the Python API."""
 from __future__ import annotations
 
-import ave_decl
-from ave_decl.report import Verdict
-
 from conftest import DATA, EXAMPLES
+
+import ave_decl
+from ave_decl.report.model import Verdict
 
 
 def test_examples_verdicts(ave):

@@ -4,13 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES
 
 from ave_decl.datalog.clingo_engine import ClingoEngine
 from ave_decl.datalog.lint import lint
 from ave_decl.datalog.loader import load_program
-from ave_decl.errors import RuleError
-
-from conftest import EXAMPLES
+from ave_decl.lang.errors import RuleError
 
 
 def run_dl(tmp_path: Path, text: str, facts: dict | None = None) -> dict:

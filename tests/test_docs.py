@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from ave_decl.datalog.ruleset import load_rules
-
 from conftest import ROOT
+
+from ave_decl.datalog.ruleset import load_rules
 
 
 def test_every_input_relation_is_in_facts_md():

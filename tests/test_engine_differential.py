@@ -6,6 +6,9 @@ Compared: sorted output rows per relation, and the error class and line of progr
 from __future__ import annotations
 
 import pytest
+from conftest import EXAMPLES, examples
+from engines.gen import HypothesisChooser, generate
+from engines.oracle import CORPUS, _norm, case_facts, clingo_outcome, from_json_outcome, load_golden, souffle_outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,12 +16,8 @@ import ave_decl
 from ave_decl.datalog.clingo_engine import ClingoEngine
 from ave_decl.datalog.ruleset import load_rules
 from ave_decl.datalog.souffle_engine import find_souffle
-from ave_decl.facts import merge
+from ave_decl.facts.kernel_facts import merge
 from ave_decl.pipeline import front_end, read_sources
-
-from conftest import EXAMPLES, examples
-from engines.gen import HypothesisChooser, generate
-from engines.oracle import CORPUS, _norm, case_facts, clingo_outcome, from_json_outcome, load_golden, souffle_outcome
 
 SOUFFLE = find_souffle()
 AGAINST = "live souffle" if SOUFFLE else "golden outputs"

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 HEAD = "@kernel(grid=(N // 64,), block=64, wave=64)\ndef k(X: Tensor[f32, (N,)], Y: Tensor[f32, (N, N)]):\n"

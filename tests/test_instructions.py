@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 
-from ave_decl import printer
-from ave_decl.instructions import INSTRUCTIONS, LOAD_MATRIX, WGMMA_A_REGISTERS, wgmma_accumulator
-from ave_decl.layout import Layout, TVLayout
-from ave_decl.parser import parse_expression
+from ave_decl.hw.instructions import INSTRUCTIONS, LOAD_MATRIX, WGMMA_A_REGISTERS, wgmma_accumulator
+from ave_decl.hw.layout import Layout, TVLayout
+from ave_decl.lang import printer
+from ave_decl.lang.parser import parse_expression
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import jsonschema
-
 from conftest import DATA, EXAMPLES, ROOT
 
 SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())

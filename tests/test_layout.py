@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ave_decl.ir import ExprTable, evaluate
-from ave_decl.layout import (Composed, Layout, Swizzle, TVLayout, coalesce, col_major, complement, composition,
-                             is_bijective, logical_divide, right_inverse, row_major)
+from ave_decl.hw.expr import ExprTable, evaluate
+from ave_decl.hw.layout import (Composed, Layout, Swizzle, TVLayout, coalesce, col_major, complement, composition,
+                                is_bijective, logical_divide, right_inverse, row_major)
 
 
 def P(layout: Layout) -> pycute.Layout:

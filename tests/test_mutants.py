@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import ave_decl
-from ave_decl.mutate import OPERATORS, mutants
-from ave_decl.report import Verdict
+from ave_decl.report.model import Verdict
+from ave_decl.testing.mutate import OPERATORS, mutants
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,7 +36,7 @@ def test_fast_mutation_slice_is_sound_and_confirmed():
 
 @pytest.mark.parametrize("op", sorted(OPERATORS))
 def test_operators_make_parseable_mutants(op):
-    from ave_decl.parser import parse_text
+    from ave_decl.lang.parser import parse_text
 
     made = [m for p in sorted((ROOT / "examples").glob("*.ave")) for m in mutants(p.read_text(), [op])]
     assert made, f"{op} applies to no shipped workload"

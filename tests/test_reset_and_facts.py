@@ -1,11 +1,11 @@
 """reset_tags ends provenance; `ave facts` writes Soufflé-compatible files for every relation."""
 from __future__ import annotations
 
+from conftest import EXAMPLES
+
 import ave_decl
 from ave_decl.datalog.ruleset import load_rules
-from ave_decl.report import Verdict
-
-from conftest import EXAMPLES
+from ave_decl.report.model import Verdict
 
 KERNEL = """
 @kernel(grid=(N // 64,), block=64, wave=64)

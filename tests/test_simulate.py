@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import pytest
+from conftest import EXAMPLES, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ave_decl
-from ave_decl.report import Verdict
-from ave_decl.simulate import simulate_source
-from ave_decl.source import SourceFile
-
-from conftest import EXAMPLES, examples
+from ave_decl.lang.source import SourceFile
+from ave_decl.report.model import Verdict
+from ave_decl.sim.run import simulate_source
 
 SIZES = {"gemm_naive": dict(M=32, N=32, K=16), "gemm_lds_mfma": dict(M=64, N=64, K=128),
          "gemm_lds_mfma_transposed": dict(M=64, N=64, K=64), "untagged_operand": dict(N=128)}
@@ -69,7 +68,7 @@ def test_every_counterexample_replays():
     for name, text in variants.items():
         report = ave_decl.check(text, path=f"{name}.ave")
         src = SourceFile(f"{name}.ave", text)
-        from ave_decl.replay import replay
+        from ave_decl.sim.replay import replay
 
         cexs = [f for f in report.kernels[0].findings if f.counterexample is not None and f.severity == "error"]
         assert cexs, name

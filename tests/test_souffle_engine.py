@@ -5,13 +5,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES
 
 from ave_decl.datalog.lint import lint
 from ave_decl.datalog.loader import load_program
 from ave_decl.datalog.souffle_engine import EngineTimeout, EngineUnavailable, SouffleEngine, find_souffle
-from ave_decl.errors import RuleError
-
-from conftest import EXAMPLES
+from ave_decl.lang.errors import RuleError
 
 needs_souffle = pytest.mark.skipif(find_souffle() is None, reason="souffle is not installed (PATH or AVE_SOUFFLE)")
 

@@ -4,20 +4,19 @@ from __future__ import annotations
 import itertools
 
 import z3
+from conftest import EXAMPLES
 
 import ave_decl
 from ave_decl.datalog.clingo_engine import ClingoEngine
 from ave_decl.datalog.ruleset import load_rules, rule_metadata
-from ave_decl.lower import lower_module
-from ave_decl.parser import parse_source
+from ave_decl.facts.lower import lower_module
+from ave_decl.facts.view import KernelView
+from ave_decl.lang.parser import parse_source
+from ave_decl.lang.source import SourceFile
 from ave_decl.pipeline import split_by_kernel
-from ave_decl.report import Verdict
-from ave_decl.semantic import add_semantic_facts
-from ave_decl.solve import KernelSolver
-from ave_decl.source import SourceFile
-from ave_decl.view import KernelView
-
-from conftest import EXAMPLES
+from ave_decl.report.model import Verdict
+from ave_decl.solver.derived_facts import add_semantic_facts
+from ave_decl.solver.solve import KernelSolver
 
 
 def points_of(description: dict) -> int:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import clingo
 
-from ..errors import RuleError
+from ..lang.errors import RuleError
 from .lint import aggregates_in, inner_vars, literal_terms
 from .program import (AdtTerm, Aggregate, Atom, BinTerm, Constraint, Functor, Nil, Num, Program, Record, Rule, Sym,
                       Term, UnTerm, Var, Wild, rewrite_term)
+from .worker import run_in_worker
 
 _BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "\\", "^": "**", "band": "&", "bor": "?", "bxor": "^"}
 _CALL_BINOPS = {"bshl", "bshr", "bshru", "land", "lor", "lxor"}
@@ -399,8 +400,6 @@ class ClingoEngine:
 
     def run(self, facts: dict[str, list[tuple]], timeout: float | None = None) -> dict[str, list[tuple]]:
         if timeout is not None:
-            from .engines import run_in_worker
-
             return run_in_worker(self, facts, timeout)
         messages: list[str] = []
         ctl = clingo.Control(["--warn=none", "--models=0"], logger=lambda code, msg: messages.append(msg),

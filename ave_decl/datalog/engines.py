@@ -1,17 +1,15 @@
-"""Engine selection and the process boundary that makes engine timeouts work.
+"""Engine selection, and the engine-independent classes of rule errors.
 
 clingo's grounding cannot be interrupted from Python (a SIGALRM surfaces only after `ground()`
-returns), so a run with a timeout happens in a forked worker process that is killed on time.
+returns), so a run with a timeout happens in a worker process that is killed on time (worker.py).
 Soufflé is a subprocess already and takes the timeout itself.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import re
-import sys
 from typing import Protocol
 
-from ..errors import AveError, EngineTimeout, RuleError
+from ..lang.errors import AveError, RuleError
 from .clingo_engine import ClingoEngine
 from .program import Program
 from .souffle_engine import SouffleEngine
@@ -31,43 +29,6 @@ def make_engine(name: str, prog: Program) -> Engine:
     if name == "souffle":
         return SouffleEngine(prog)
     raise RuleError(f"unknown engine {name!r}", None)
-
-
-def _child(engine: ClingoEngine, facts, conn) -> None:
-    try:
-        conn.send(("ok", engine.run(facts)))
-    except AveError as exc:
-        conn.send(("error", exc))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, never lost
-        conn.send(("crash", f"{type(exc).__name__}: {exc}"))
-    finally:
-        conn.close()
-
-
-def run_in_worker(engine: ClingoEngine, facts: dict[str, list[tuple]], timeout: float) -> dict[str, list[tuple]]:
-    """Run the embedded engine in a forked process; kill it after `timeout` seconds."""
-    # fork is fast, but not safe once JAX (multithreaded) is loaded in this process: then spawn
-    ctx = mp.get_context("spawn" if "jax" in sys.modules else "fork")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(engine, facts, child), daemon=True)
-    proc.start()
-    child.close()
-    try:
-        if not parent.poll(timeout):
-            raise EngineTimeout(f"the embedded Datalog engine did not finish within {timeout} s")
-        status, payload = parent.recv()
-    except EOFError:
-        raise RuleError(f"the embedded engine's worker died (exit code {proc.exitcode})", None) from None
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join()
-        parent.close()
-    if status == "ok":
-        return payload
-    if status == "error":
-        raise payload
-    raise RuleError(f"the embedded engine failed: {payload}", None)
 
 
 # Error classes shared by both engines' messages, so a differential test can compare failures.

@@ -3,7 +3,7 @@ groundedness and stratification. gringo would accept some of these programs and 
 answer differently, so they are errors here (exit code 4), with the `.dl` file:line:col."""
 from __future__ import annotations
 
-from ..errors import RuleError
+from ..lang.errors import RuleError
 from .program import (AdtTerm, Aggregate, Atom, BinTerm, Constraint, Functor, Nil, Num, Program, Record, Rule, Sym,
                       Term, UnTerm, Var, Wild)
 

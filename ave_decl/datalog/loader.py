@@ -9,10 +9,10 @@ from pathlib import Path
 from lark import Lark, Token, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
-from ..errors import RuleError
-from ..lark_spans import SpanTransformer
-from ..resources import grammar_path
-from ..source import Span
+from ..lang.errors import RuleError
+from ..lang.lark_spans import SpanTransformer
+from ..lang.resources import grammar_path
+from ..lang.source import Span
 from .program import (AdtTerm, Aggregate, Atom, BinTerm, Constraint, Decl, Functor, Nil, Num, Program, Record, Rule,
                       RuleFileMeta, Sym, UnTerm, Var, Wild)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from ..source import Span
+from ..lang.source import Span
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from ..resources import rules_dir
+from ..lang.resources import rules_dir
 from .lint import lint
 from .loader import load_program
 from .program import Program

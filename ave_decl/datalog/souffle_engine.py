@@ -17,8 +17,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import EngineTimeout, EngineUnavailable, RuleError
-from ..source import Span
+from ..lang.errors import EngineTimeout, EngineUnavailable, RuleError
+from ..lang.source import Span
 from .program import Program
 
 _ERROR = re.compile(r"^(Error|Warning): (?P<msg>.*?) in file (?P<file>.+?) at line (?P<line>\d+)\s*$")

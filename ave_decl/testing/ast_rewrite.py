@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Iterator
 
-from .. import ast as A
+from ..lang import ast as A
 
 Rewrite = Callable[[object], object | None]
 

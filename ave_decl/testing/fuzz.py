@@ -19,13 +19,14 @@ from typing import Callable
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from .. import ast as A
-from .. import check, printer
-from ..errors import AveError
-from ..parser import parse_text
-from ..report import Verdict
-from ..simulate import simulate_source
-from ..source import SourceFile
+from .. import check
+from ..lang import ast as A
+from ..lang import printer
+from ..lang.errors import AveError
+from ..lang.parser import parse_text
+from ..lang.source import SourceFile
+from ..report.model import Verdict
+from ..sim.run import simulate_source
 from .strategies import KernelCase, gemm_kernels
 
 Transform = Callable[[A.Module], A.Module]

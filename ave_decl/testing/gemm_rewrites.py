@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .. import ast as A
-from .. import printer
-from ..parser import parse_text
+from ..lang import ast as A
+from ..lang import printer
+from ..lang.parser import parse_text
 from .ast_rewrite import const_range, is_call_stmt, mentions, rewrite, shared_decls, with_range
 from .strategies import (MFMA16_ACCUMULATORS, mfma16_compute, mfma16_epilogue, mfma32_compute, mfma32_epilogue,
                          valid_swizzles)

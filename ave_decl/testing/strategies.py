@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from .. import ast as A
-from ..layout import Composed, Swizzle, is_bijective, row_major
-from ..parser import parse_text
+from ..hw.layout import Composed, Swizzle, is_bijective, row_major
+from ..lang import ast as A
+from ..lang.parser import parse_text
 
 
 @dataclass(frozen=True)

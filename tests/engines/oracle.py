@@ -15,7 +15,7 @@ from ave_decl.datalog.engines import error_class
 from ave_decl.datalog.lint import lint
 from ave_decl.datalog.loader import load_program
 from ave_decl.datalog.souffle_engine import SouffleEngine, find_souffle
-from ave_decl.errors import RuleError
+from ave_decl.lang.errors import RuleError
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"

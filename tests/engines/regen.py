@@ -12,8 +12,8 @@ import json
 import sys
 
 from ave_decl.datalog.ruleset import load_rules
-from ave_decl.datalog.souffle_engine import SouffleEngine, find_souffle, _version
-from ave_decl.facts import merge
+from ave_decl.datalog.souffle_engine import SouffleEngine, _version, find_souffle
+from ave_decl.facts.kernel_facts import merge
 from ave_decl.pipeline import front_end, read_sources
 
 from .gen import RandomChooser, generate

@@ -5,12 +5,11 @@ rewrite rule cannot hide behind a lucky sample."""
 from __future__ import annotations
 
 import z3
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ave_decl.divmod import DivModSimplifier
-
-from conftest import examples
+from ave_decl.solver.divmod import DivModSimplifier
 
 RANGES = {"lane": (0, 63), "slot": (0, 3), "e": (0, 7), "t": (0, 255)}
 DIVISORS = [1, 2, 3, 4, 6, 8, 16, 32, 64, 128]

@@ -1,12 +1,11 @@
 """The ExprTable's folding and div/mod identities never change a value (Python semantics)."""
 from __future__ import annotations
 
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ave_decl.ir import ExprTable, Node, evaluate
-
-from conftest import examples
+from ave_decl.hw.expr import ExprTable, Node, evaluate
 
 OPS = ["add", "sub", "mul", "floordiv", "mod", "recombine", "mod_of_sum", "mod_of_mod", "div_of_div"]
 

@@ -1,22 +1,21 @@
 """ave fuzz on the shipped transformations, and the catalogue's promises (bounded default profile)."""
 from __future__ import annotations
 
-import ave_decl
 import pytest
+from conftest import ROOT, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ave_decl.mutate import OPERATORS, mutants
-from ave_decl.report import Verdict
-from ave_decl import printer
+import ave_decl
+from ave_decl.lang import printer
+from ave_decl.lang.parser import parse_text
+from ave_decl.lang.source import SourceFile
+from ave_decl.report.model import Verdict
+from ave_decl.sim.run import simulate_source
 from ave_decl.testing.fuzz import check_transformation
+from ave_decl.testing.mutate import OPERATORS, mutants
 from ave_decl.testing.strategies import GemmSpec, KernelCase, attention_kernels, gemm_kernels, render
 from ave_decl.testing.transforms import CATALOGUE, MUTATIONS
-from ave_decl.parser import parse_text
-from ave_decl.simulate import simulate_source
-from ave_decl.source import SourceFile
-
-from conftest import ROOT, examples
 
 TRANSFORMS = ROOT / "examples" / "transforms" / "swizzle_shared.py"
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ave_decl import ast as A
-from ave_decl import printer
-from ave_decl.errors import AveError
-from ave_decl.parser import parse_text
-from ave_decl.source import SourceFile
-
-from conftest import examples
+from ave_decl.lang import ast as A
+from ave_decl.lang import printer
+from ave_decl.lang.errors import AveError
+from ave_decl.lang.parser import parse_text
+from ave_decl.lang.source import SourceFile
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 KEYWORDS = {"lambda", "and", "or", "not", "if", "else", "elif", "for", "in", "def", "from", "import", "pass",
@@ -100,8 +99,8 @@ def test_examples_round_trip():
 @given(st.sampled_from(sorted(EXAMPLES.glob("*.ave"))), st.data())
 def test_mutated_examples_never_crash(path, data):
     """Byte-level mutations: a clean AveError or a parsed module, never another exception."""
-    from ave_decl.lower import lower_module
-    from ave_decl.parser import parse_source
+    from ave_decl.facts.lower import lower_module
+    from ave_decl.lang.parser import parse_source
 
     raw = bytearray(path.read_bytes())
     for _ in range(data.draw(st.integers(1, 4))):

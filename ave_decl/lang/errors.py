@@ -1,0 +1,77 @@
+"""Error classes and the exit codes they map to (same in every output mode)."""
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # types only: source.py raises these errors, so errors.py must not import it
+    from .source import SourceFile, Span
+
+
+class ExitCode(IntEnum):
+    CLEAN = 0
+    VIOLATION = 1
+    USAGE = 2
+    FRONT_END = 3
+    RULES = 4
+    INCONCLUSIVE = 5
+    INTERNAL = 70
+
+
+class AveError(Exception):
+    """A diagnostic with a location; `kind` names the stage that raised it."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+    kind = "internal"
+
+    def __init__(self, message: str, span: Span | None = None, notes: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        self.notes = notes
+
+    def one_line(self) -> str:
+        where = f"{self.span}: " if self.span else ""
+        return f"{where}error: {self.message}"
+
+    def render(self, source: SourceFile | None = None) -> str:
+        parts = [self.one_line()]
+        if source is not None and self.span is not None and source.path == self.span.path:
+            snippet = source.snippet(self.span)
+            if snippet:
+                parts.append(snippet)
+        parts.extend(f"  = note: {n}" for n in self.notes)
+        return "\n".join(parts)
+
+
+class FrontEndError(AveError):
+    """Bad kernel source: syntax, names, arity, rank, types."""
+
+    exit_code = ExitCode.FRONT_END
+    kind = "front-end"
+
+
+class RuleError(AveError):
+    """Bad Datalog rule file, or a rule the engine cannot run."""
+
+    exit_code = ExitCode.RULES
+    kind = "rules"
+
+
+class UsageError(AveError):
+    exit_code = ExitCode.USAGE
+    kind = "usage"
+
+
+class EngineUnavailable(AveError):
+    """The requested Datalog engine cannot run here (e.g. no 32-bit souffle)."""
+
+    exit_code = ExitCode.USAGE
+    kind = "usage"
+
+
+class EngineTimeout(AveError):
+    """The Datalog fixpoint did not finish in time: every kernel of the run is UNKNOWN."""
+
+    exit_code = ExitCode.INCONCLUSIVE
+    kind = "timeout"

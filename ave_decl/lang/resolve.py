@@ -1,0 +1,51 @@
+"""Name resolution of the language: the builtin names and the matrix-instruction imports of a module."""
+from __future__ import annotations
+
+from ..hw.instructions import INSTRUCTIONS, LOAD_MATRIX, MODULES, Instruction, LoadMatrix
+from . import ast as A
+from .errors import FrontEndError
+
+ELEMENTWISE = {"exp2", "exp", "abs", "sqrt", "rsqrt", "cast", "select", "fmax", "fmin"}
+
+
+BUILTINS = {
+    "assume", "tag", "assert_tag_eq", "assert_tag", "reset_tags", "syncthreads", "thread_id", "block_id",
+    "lane_id", "wave_id", "warp_id", "shared", "local", "row_major", "col_major", "layout", "swizzle", "range",
+    "min", "max", "async_copy", "async_wait", "lane_max", "lane_sum", *ELEMENTWISE,
+}
+
+
+def free_names(e: A.Expr, bound: set[str]) -> set[str]:
+    out: set[str] = set()
+
+    def go(x) -> None:
+        if isinstance(x, A.Name):
+            if x.id not in bound:
+                out.add(x.id)
+        elif isinstance(x, tuple):
+            for y in x:
+                go(y)
+        elif hasattr(x, "__dataclass_fields__"):
+            for f in x.__dataclass_fields__:
+                if f != "span":
+                    go(getattr(x, f))
+
+    go(e)
+    return out
+
+
+def resolve_imports(module: A.Module) -> dict[str, Instruction | LoadMatrix]:
+    out: dict[str, Instruction | LoadMatrix] = {}
+    for imp in module.imports:
+        vendor = MODULES.get(imp.module)
+        if vendor is None:
+            raise FrontEndError(f"unknown module '{imp.module}' (known: {', '.join(sorted(MODULES))})", imp.span)
+        for n in imp.names:
+            instr = INSTRUCTIONS.get(n) or (LOAD_MATRIX.get(n) if vendor == "nvidia" else None)
+            if instr is None or getattr(instr, "vendor", "nvidia") != vendor:
+                offered = sorted([i.name for i in INSTRUCTIONS.values() if i.vendor == vendor] +
+                                 (list(LOAD_MATRIX) if vendor == "nvidia" else []))
+                raise FrontEndError(f"'{imp.module}' has no instruction '{n}' (it offers: {', '.join(offered)})",
+                                    imp.span)
+            out[n] = instr
+    return out

@@ -1,0 +1,263 @@
+"""Counterexample replay (`ave check --confirm`): run the simulator at the counterexample's sizes,
+on its block, and read back what actually meets at the use site for the reported thread,
+iteration and value slot. A counterexample that does not replay is a verifier bug."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..lang.source import SourceFile
+from ..report.model import Finding
+
+MAX_ELEMENTS = 1 << 24  # do not replay sizes whose tensors would exceed this many elements
+
+
+@dataclass
+class Replay:
+    confirmed: bool
+    detail: str
+    observed: dict = field(default_factory=dict)
+
+
+def _tag(tags: np.ndarray, arity: np.ndarray, thread: int, slot: int) -> list[int]:
+    n = abs(int(arity[0, thread, slot]))  # negative: a row statistic
+    return [int(x) for x in tags[0, thread, slot, :n]]
+
+
+def replay(src: SourceFile, kernel: str, finding: Finding) -> Replay:
+    """Replay with asynchronous copies landing as late as allowed (at the wait); when that does
+    not reproduce the counterexample, once more with copies landing at issue: both are schedules
+    the hardware may pick, and the verifier's counterexample names one of them."""
+    first = _replay(src, kernel, finding, "wait")
+    if not first.confirmed and INDEX_TENSOR.search(src.text):
+        return _replay_on_own_inputs(src, kernel, finding, first)
+    if first.confirmed or "async_copy" not in src.text:
+        return first
+    second = _replay(src, kernel, finding, "issue")
+    if second.confirmed:
+        second.detail += " (asynchronous copies landing at issue)"
+        return second
+    return first
+
+
+INDEX_TENSOR = re.compile(r"Tensor\[\w+, \([^)]*\), (permutation|\()")
+
+
+def _replay_on_own_inputs(src: SourceFile, kernel: str, finding: Finding, exact: Replay) -> Replay:
+    """Kernels with index tensors, when the exact replay (the simulator's tables made to hold the
+    counterexample's `index_tables` entries) does not reproduce it: the simulator's exhaustive
+    shadow check of the same invariant at the same statement, on its own (valid) routing tables,
+    confirms the violation class instead, and says so."""
+    from .run import simulate_source
+
+    c = finding.counterexample
+    for seed in range(4):  # a few draws of the tables (small sizes can make two entries coincide)
+        ((_, result),) = simulate_source(src, c.sizes, kernel=kernel, shadow=True, seed=seed)
+        for f in result.failures:
+            if f.invariant == finding.invariant and f.line == finding.location.line and f.failed:
+                return Replay(True, f"on the simulator's own index tensors (seed {seed}): {f.failed} of {f.checked} "
+                                    f"checks of {f.invariant} fail at line {f.line} (exact replay: {exact.detail})")
+    return exact
+
+
+def _tensor_elements(src: SourceFile, kernel: str, sizes: dict[str, int]) -> int:
+    """Elements of all the kernel's tensor parameters at these sizes (what the simulator allocates;
+    a size the counterexample does not name is left to the simulator to report)."""
+    from ..lang.parser import parse_source
+    from .inputs import tensor_shape
+
+    try:
+        return sum(math.prod(tensor_shape(p, sizes)) for k in parse_source(src).kernels if k.name == kernel
+                   for p in k.params)
+    except KeyError:
+        return 0
+
+
+def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> Replay:
+    from .run import simulate_source
+    from .state import SimulationError
+
+    c = finding.counterexample
+    assert c is not None
+    if _tensor_elements(src, kernel, c.sizes) > MAX_ELEMENTS:
+        return Replay(False, f"not replayed: sizes {c.sizes} are too large to simulate")
+    k_cov = finding.invariant == "ave/mma-k-coverage"
+    iterations = _plain(c.iterations)
+    probe = {"line": finding.location.line, "iterations": {} if k_cov else iterations}
+    # coverage involves every block; everything else replays the counterexample's block only
+    block = None if finding.invariant == "ave/output-coverage" else tuple(c.block)
+    try:
+        runs = simulate_source(src, c.sizes, kernel=kernel, blocks=None, shadow=True, probe=probe, async_land=async_land,
+                               index_entries=c.index_tables,
+                               block_prefix=block)
+    except SimulationError as exc:
+        return Replay(False, f"not replayed: {exc.message}")
+    (_, result), = runs
+    if finding.invariant in ("ave/shared-race", "ave/async-copy-wait"):
+        return _replay_race(result, c)
+    if finding.invariant == "ave/output-coverage":
+        return _replay_coverage(result, c)
+    if k_cov:
+        return _replay_k_twice(result, c)
+    operands = _mma_operands(c.lhs.chain) if finding.invariant in STORED_TAG else None
+    if operands is not None:
+        return _replay_mma_result(src, kernel, c, operands, async_land)
+    probes = [p for p in result.probes if p["iterations"] == {**p["iterations"], **iterations}]
+    if not probes:
+        return Replay(False, "the simulator never executed the use site at the reported iteration")
+    if finding.invariant in ("ave/buffer-bounds", "ave/global-bounds"):
+        hit = any(p["oob"] is not None and p["oob"][0, c.thread_linear] for p in probes)
+        idx = tuple(c.lhs.coordinates)
+        return Replay(hit, f"thread {c.thread_linear} accesses index {idx} outside the buffer" if hit else
+                      f"thread {c.thread_linear} stayed in bounds in the simulator")
+    if finding.invariant == "ave/row-statistics" and c.lhs.label == "lane":
+        return _replay_reduce(probes, c)
+    if finding.invariant == "ave/row-statistics":
+        probes = [p for p in probes if p["source"] == "combine"] or probes
+        return _replay_combine(probes, c)
+    probe0 = next(p for p in probes if p["operands"])
+    ops = probe0["operands"]
+    if "a" in ops:  # matrix instruction: the two slots the instruction pairs
+        ta = c.group_index * c.group_size + (c.lhs.lane or 0)
+        tb = c.group_index * c.group_size + (c.rhs.lane or 0)
+        a = _tag(*ops["a"], ta, c.lhs.value_index or 0)
+        b = _tag(*ops["b"], tb, c.rhs.value_index or 0)
+        ka, kb = (a[-1] if a else None), (b[-2] if len(b) >= 2 else (b[0] if b else None))
+        same = a == c.lhs.tag and b == c.rhs.tag
+        ok = same and ka != kb
+        detail = (f"A operand lane {c.lhs.lane} value {c.lhs.value_index} holds {a}, B operand lane {c.rhs.lane} "
+                  f"value {c.rhs.value_index} holds {b}: K {ka} vs {kb}")
+        return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"a": a, "b": b})
+    slot = c.value_index or 0
+    lhs = _tag(*ops["lhs"], c.thread_linear, slot)
+    rhs = _tag(*ops["rhs"], c.thread_linear, slot)
+    same = lhs == c.lhs.tag and rhs == c.rhs.tag
+    detail = f"thread {c.thread_linear} slot {slot}: lhs tag {lhs}, rhs tag {rhs}"
+    return Replay(same, detail if same else f"mismatch with the report: {detail}", {"lhs": lhs, "rhs": rhs})
+
+
+def _plain(iterations: dict[str, int]) -> dict[str, int]:
+    """Report keys `e@33` (a loop name used twice) -> the simulator's plain loop names."""
+    return {k.split("@")[0]: v for k, v in iterations.items()}
+
+
+STORED_TAG = ("ave/epilogue-placement", "ave/shared-round-trip")
+
+
+def _mma_operands(chain) -> dict | None:
+    """The matrix instruction behind a stored value: its line, iterations, and the thread and
+    register slot of the A and B operand elements the counterexample multiplied."""
+    out: dict = {}
+    for i, p in enumerate(chain):
+        if p.kind == "mma-operand" and "line" in out and (p.location.line, _plain(p.iterations)) != (
+                out["line"], out["iterations"]):
+            continue  # an operand of a nested instruction (the A chain of P V passes through Q K^T)
+        if p.kind == "mma-operand" and p.note in ("A operand", "B operand") and p.note[0] not in out:
+            slot = next((q.note for q in chain[i + 1:i + 2] if q.note.startswith("slot ")), None)
+            if slot is None:
+                return None
+            out[p.note[0]] = (p.thread, int(slot.split()[1]))
+            out.setdefault("line", p.location.line)
+            out.setdefault("iterations", _plain(p.iterations))
+    return out if "A" in out and "B" in out else None
+
+
+def _replay_mma_result(src: SourceFile, kernel: str, c, ops: dict, async_land: str) -> Replay:
+    """Read the two operand elements back at the instruction and rebuild the result's tag."""
+    from .run import simulate_source
+
+    probe = {"line": ops["line"], "iterations": ops["iterations"]}
+    ((_, result),) = simulate_source(src, c.sizes, kernel=kernel, shadow=True, probe=probe,
+                                     block_prefix=tuple(c.block), async_land=async_land, index_entries=c.index_tables)
+    p = next((p for p in result.probes if p["iterations"] == ops["iterations"] and "a" in p["operands"]), None)
+    if p is None:
+        return Replay(False, "the simulator never executed the matrix instruction at the reported iteration")
+    a = _tag(*p["operands"]["a"], *ops["A"])
+    b = _tag(*p["operands"]["b"], *ops["B"])
+    tag = a[:-1] + b[-1:] if a and b else []
+    ok = tag == c.lhs.tag and tag != c.rhs.tag
+    detail = (f"at {ops['iterations']} the A operand (thread {ops['A'][0]}, slot {ops['A'][1]}) holds {a} and the B "
+              f"operand (thread {ops['B'][0]}, slot {ops['B'][1]}) holds {b}: result tag {tag}, stored at a place "
+              f"tagged {c.rhs.tag}")
+    return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"a": a, "b": b})
+
+
+def _replay_combine(probes: list[dict], c) -> Replay:
+    """A statistic met a value (or a statistic) of another row: one of the operand checks the
+    simulator recorded at this statement, at the reported thread, is the reported pair."""
+    t = c.thread_linear
+    want = {tuple(c.lhs.tag[:len(c.rhs.tag)]), tuple(c.rhs.tag)}
+    seen = []
+    for p in probes:
+        a, b = _tag(*p["operands"]["lhs"], t, 0), _tag(*p["operands"]["rhs"], t, 0)
+        seen.append((a, b))
+        if a != b[:len(a)] and {tuple(a), tuple(b[:len(a)])} == want:
+            return Replay(True, f"thread {t}: statistic {a} meets {b}", {"statistic": a, "value": b})
+    return Replay(False, f"mismatch with the report: thread {t} operands {seen}")
+
+
+def _replay_reduce(probes: list[dict], c) -> Replay:
+    """Two lanes of one reduction group hold elements of different rows."""
+    p = next((p for p in probes if p["source"] == "reduce"), None)
+    if p is None:
+        return Replay(False, "the simulator never executed the reduction at the reported iteration")
+    t1, t2 = c.lhs.chain[0].thread, c.rhs.chain[0].thread
+    a, b = _tag(*p["operands"]["lhs"], t1, 0), _tag(*p["operands"]["lhs"], t2, 0)
+    ok = a != b and a == c.lhs.tag[:-1] and b == c.rhs.tag[:-1]
+    detail = f"row of lane {t1}: {a}, row of lane {t2}: {b}"
+    return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"first": a, "second": b})
+
+
+def _replay_race(result, c) -> Replay:
+    """The simulator's race detector saw the two program points touch one element in one
+    barrier interval (or a load overtake an async copy)."""
+    load, other = c.lhs.chain[0], c.rhs.chain[0]
+    # the lockstep run fixes one order of the two accesses (an async copy lands at the wait), so
+    # any race between the two program points confirms the unordered pair
+    kinds = ("RAW", "WAR", "WAW", "ASYNC")
+    first, second = other.location.line, load.location.line
+    for race in result.races:
+        if {race["first_line"], race["second_line"]} == {first, second}:
+            ex = race["example"]
+            return Replay(True, f"the simulator's race detector saw a {race['kind']} race between lines {first} and "
+                                f"{second} on {race['buffer']} ({race['count']} accesses; e.g. thread {ex['thread']} "
+                                f"at {ex['iterations']})", {"race": race})
+    return Replay(False, f"no {'/'.join(kinds)} race between lines {first} and {second} in the simulation")
+
+
+def _replay_coverage(result, c) -> Replay:
+    buf = c.lhs.chain[0].buffer if c.lhs.chain else c.lhs.tag_name
+    counts = result.write_counts.get(buf)
+    if counts is None:
+        return Replay(False, f"the simulation never wrote {buf}")
+    if c.rhs.kind == "index":  # write_count
+        bad = int(np.count_nonzero(counts != 1))
+        return Replay(bad > 0, f"{bad} of {counts.size} elements of {buf} are not written exactly once "
+                               f"(min {int(counts.min())}, max {int(counts.max())} writes)")
+    shape = result.inputs.get(buf, np.empty(0)).shape if buf in result.inputs else None
+    if shape is None:
+        return Replay(False, f"the shape of {buf} is unknown to the replay")
+    flat = int(np.ravel_multi_index(tuple(c.lhs.coordinates), shape))
+    n = int(counts[flat])
+    return Replay(n >= 2, f"element {tuple(c.lhs.coordinates)} of {buf} was written {n} times")
+
+
+def _replay_k_twice(result, c) -> Replay:
+    def at(iters: dict) -> dict | None:
+        return next((p for p in result.probes if p["iterations"] == iters and "a" in p["operands"]), None)
+
+    first_iters, second_iters = _plain(c.iterations), _plain(c.rhs.chain[0].iterations)
+    p1, p2 = at(first_iters), at(second_iters)
+    if p1 is None or p2 is None:
+        return Replay(False, "the simulator never executed the instruction at both reported iterations")
+    base = c.group_index * c.group_size
+    a1 = _tag(*p1["operands"]["a"], base + (c.lhs.lane or 0), c.lhs.value_index or 0)
+    a2 = _tag(*p2["operands"]["a"], base + (c.rhs.lane or 0), c.rhs.value_index or 0)
+    # the double-counted K index is the property (other components may be index-tensor reads whose
+    # model values are not the simulator's inputs)
+    ok = bool(a1) and bool(a2) and a1[-1] == a2[-1] == c.lhs.tag[-1]
+    detail = f"A operand at {first_iters}: {a1}; at {second_iters}: {a2}"
+    return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"first": a1, "second": a2})

@@ -1,0 +1,44 @@
+"""Simulate the kernels of a file and compare their outputs with their references."""
+from __future__ import annotations
+
+import jax
+
+from ..lang.resolve import resolve_imports
+from ..lang.source import SourceFile
+from .interpreter import Simulator
+from .reference import compare, evaluate_reference, reference_of
+from .state import SimResult
+
+
+def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None = None, seed: int = 0,
+                    blocks: list[tuple[int, ...]] | None = None, shadow: bool = True,
+                    probe: dict | None = None, block_prefix: tuple[int, ...] | None = None,
+                    async_land: str = "wait",
+                    index_entries: dict[str, list[list[int]]] | None = None) -> list[tuple[str, SimResult]]:
+    """Parse and simulate the kernels of a file (all, or the one named)."""
+    from ..lang.parser import parse_source
+
+    module = parse_source(src)
+    imports = resolve_imports(module)
+    out = []
+    jax.config.update("jax_platforms", "cpu")
+    for k in module.kernels:
+        if kernel is not None and k.name != kernel:
+            continue
+        if block_prefix is not None:
+            blocks = [block_prefix]
+        sim = Simulator(k, imports, sizes, blocks=blocks, seed=seed, shadow=shadow, probe=probe, async_land=async_land,
+                        index_entries=index_entries)
+        result = sim.run()
+        ref = reference_of(k)
+        if ref is not None:
+            name, expr = ref
+            if name not in result.outputs:
+                result.reference = {"ok": False, "why": f"the kernel never writes {name}", "output": name}
+            else:
+                r = compare(result.outputs[name], evaluate_reference(expr, result.inputs))
+                r["output"] = name
+                r["expression"] = expr
+                result.reference = r
+        out.append((k.name, result))
+    return out

@@ -1,0 +1,158 @@
+"""Shadow checks of the simulator: stored tags, assertions, K pairing, probes (mixed into Simulator)."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..hw.instructions import Instruction
+from ..lang import ast as A
+from .state import ITYPE, LMAX, Buf, Data, Failure, merge_classes, tag_list
+
+
+class ShadowChecks:
+    """Shadow checks of the simulator: stored tags, assertions, K pairing, probes."""
+
+    def _check_stored_tag(self, buf: Buf, idx: list[jnp.ndarray], data: Data, s) -> None:
+        """A store into a tagged buffer must store the element the tag names (ave/epilogue-placement,
+        ave/shared-round-trip)."""
+        want, want_ar = self._tag_of(buf, idx)
+        holds = (data.arity == want_ar) & jnp.all(data.tag == want, axis=-1)
+        inv = "ave/epilogue-placement" if buf.space == "global" else "ave/shared-round-trip"
+        self._record(inv, s, holds[..., None], data.tag[:, :, None], data.arity[..., None], want[:, :, None],
+                     want_ar[..., None])
+
+    def _tag_of(self, buf: Buf, idx: list[jnp.ndarray]) -> tuple[jnp.ndarray, jnp.ndarray]:
+        lam, captured = buf.tag_fn  # type: ignore[misc]
+        saved = self.env
+        self.env = dict(captured)
+        for p, c in zip(lam.params, idx):
+            self.env[p] = c
+        body = lam.body.elts if isinstance(lam.body, A.Tuple) else (lam.body,)
+        comps = [self._index(c) for c in body]
+        self.env = saved
+        tag = jnp.stack(comps + [jnp.zeros(self.shape, ITYPE)] * (LMAX - len(comps)), axis=-1)
+        return tag, jnp.full(self.shape, len(comps), ITYPE)
+
+    def _assert(self, e: A.Call, s) -> None:
+        if not self.shadow:
+            return
+        _, lt, la = self._operand(e.args[0])
+        _, rt, ra = self._operand(e.args[1])
+        if e.func_name == "assert_tag_eq":
+            holds = (la == ra) & jnp.all(lt == rt, axis=-1) & (la > 0)
+        else:
+            holds = self._relation(e.args[2], lt, la, rt, ra)
+        self._record("ave/tag-assert", s, holds, lt, la, rt, ra)
+
+    def _relation(self, lam: A.Lambda, lt, la, rt, ra) -> jnp.ndarray:
+        names = {lam.params[0]: (lt, la), lam.params[1]: (rt, ra)}
+
+        def go(x: A.Expr):
+            if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id in names:
+                tag, arity = names[x.value.id]
+                i = x.indices[0]
+                k = int(self._const(i)) if not (isinstance(i, A.UnaryOp) and i.op == "-") else \
+                    -int(self._const(i.operand))
+                pos = jnp.where(k < 0, arity + k, k)
+                return jnp.take_along_axis(tag, jnp.clip(pos, 0, LMAX - 1)[..., None], axis=-1)[..., 0]
+            if isinstance(x, A.BinOp):
+                return self._binop(x.op, go(x.left), go(x.right))
+            if isinstance(x, A.BoolOp):
+                vals = [jnp.asarray(go(v)) != 0 for v in x.values]
+                out = vals[0]
+                for v in vals[1:]:
+                    out = (out & v) if x.op == "and" else (out | v)
+                return out
+            if isinstance(x, A.UnaryOp):
+                inner = go(x.operand)
+                return (inner == 0) if x.op == "not" else -inner
+            v = self.eval(x)
+            return jnp.asarray(v.v.astype(ITYPE) if isinstance(v, Data) else v)[..., None]
+
+        return (jnp.asarray(go(lam.body)) != 0) & (la > 0) & (ra > 0)
+
+    def _record(self, inv: str, s, holds, lt, la, rt, ra, source: str = "") -> None:
+        act = self.active[..., None] & jnp.ones(holds.shape, bool)
+        bad = np.asarray(act & ~holds)
+        key = (inv, s.span.line)
+        f = self.failures.setdefault(key, Failure(inv, s.span.line, 0, 0, {}))
+        f.checked += int(np.asarray(act).sum())
+        n = int(bad.sum())
+        if n:
+            where = np.argwhere(bad)
+            merge_classes(f.classes, {"lanes": where[:, 1] % self.group, "value_index": where[:, 2]})
+        if n and not f.failed:
+            b, t, slot = (int(x) for x in np.argwhere(bad)[0])
+            f.first = {"block": list(self.block_ids[b]), "thread": t, "lane": t % self.group,
+                       "iterations": dict(self.loop_vars), "value_index": slot,
+                       "lhs_tag": tag_list(lt[b, t, slot], la[b, t, slot]),
+                       "rhs_tag": tag_list(rt[b, t, slot], ra[b, t, slot])}
+        f.failed += n
+        self._probe(s, {"lhs": (lt, la), "rhs": (rt, ra)}, source=source)
+
+    def _probe(self, s, operands: dict, oob: np.ndarray | None = None, source: str = "") -> None:
+        """Keep what meets at a statement for a replay (only the requested line and iterations)."""
+        p = self.probe
+        if p is None or p.get("line") != s.span.line:
+            return
+        if any(self.loop_vars.get(k) != v for k, v in p.get("iterations", {}).items()):
+            return
+        self.probes.append({"line": s.span.line, "iterations": dict(self.loop_vars), "oob": oob, "source": source,
+                            "operands": {k: (np.asarray(t), np.asarray(a)) for k, (t, a) in operands.items()}})
+
+    def _mma_shadow(self, instr: Instruction, a: Buf, b: Buf, out: Buf, keep, s, maps, W: int) -> None:
+        ar, ac, br, bc, cr, cc = maps
+        g = instr.group_size
+        at = a.tag.reshape(self.B, W, g, -1, LMAX)  # type: ignore[union-attr]
+        aa = a.arity.reshape(self.B, W, g, -1)  # type: ignore[union-attr]
+        bt = b.tag.reshape(self.B, W, g, -1, LMAX)  # type: ignore[union-attr]
+        ba = b.arity.reshape(self.B, W, g, -1)  # type: ignore[union-attr]
+        # slot (lane, v) holding A[i, k] / B[k, j]
+        a_slot = np.zeros((instr.m, instr.k, 2), int)
+        a_slot[ar, ac] = np.stack(np.meshgrid(np.arange(g), np.arange(instr.a.values), indexing="ij"), -1)
+        b_slot = np.zeros((instr.k, instr.n, 2), int)
+        b_slot[br, bc] = np.stack(np.meshgrid(np.arange(g), np.arange(instr.b.values), indexing="ij"), -1)
+        a_tag = at[:, :, a_slot[..., 0], a_slot[..., 1]]  # (B, W, M, K, LMAX)
+        a_ar = aa[:, :, a_slot[..., 0], a_slot[..., 1]]
+        b_tag = bt[:, :, b_slot[..., 0], b_slot[..., 1]]  # (B, W, K, N, LMAX)
+        b_ar = ba[:, :, b_slot[..., 0], b_slot[..., 1]]
+        ka = jnp.take_along_axis(a_tag, jnp.clip(a_ar - 1, 0, LMAX - 1)[..., None], -1)[..., 0]  # (B,W,M,K)
+        kb = jnp.take_along_axis(b_tag, jnp.clip(jnp.where(b_ar >= 2, b_ar - 2, 0), 0, LMAX - 1)[..., None],
+                                 -1)[..., 0]  # (B,W,K,N)
+        ok = (ka[:, :, :, :, None] == kb[:, :, None, :, :]) & (a_ar > 0)[..., None] & (b_ar > 0)[:, :, None]
+        wave_active = np.asarray(self.active).reshape(self.B, W, g).all(-1)
+        bad = np.asarray(~ok) & wave_active[:, :, None, None, None]
+        key = ("ave/mma-k-pairing", s.span.line)
+        f = self.failures.setdefault(key, Failure("ave/mma-k-pairing", s.span.line, 0, 0, {}))
+        f.checked += int(wave_active.sum()) * instr.m * instr.k * instr.n
+        n = int(bad.sum())
+        if n:
+            where = np.argwhere(bad)  # (b, w, i, k, j)
+            i_, k_, j_ = where[:, 2], where[:, 3], where[:, 4]
+            merge_classes(f.classes, {"lanes_a": a_slot[i_, k_, 0], "values_a": a_slot[i_, k_, 1],
+                                       "lanes_b": b_slot[k_, j_, 0], "values_b": b_slot[k_, j_, 1], "k": k_})
+        if n and not f.failed:
+            bb, w, i, k, j = (int(x) for x in np.argwhere(bad)[0])
+            la, va = (int(x) for x in a_slot[i, k])
+            lb, vb = (int(x) for x in b_slot[k, j])
+            f.first = {"block": list(self.block_ids[bb]), "group": w, "iterations": dict(self.loop_vars),
+                       "k": k, "row": i, "col": j, "lane_a": la, "value_a": va, "lane_b": lb, "value_b": vb,
+                       "a_tag": tag_list(at[bb, w, la, va], aa[bb, w, la, va]),
+                       "b_tag": tag_list(bt[bb, w, lb, vb], ba[bb, w, lb, vb])}
+        f.failed += n
+        self._probe(s, {"a": (a.tag, a.arity), "b": (b.tag, b.arity)})
+        # result tags: row components from A at k = 0, column component from B at k = 0
+        ct = jnp.zeros((self.B, W, instr.m, instr.n, LMAX), ITYPE)
+        rows = a_tag[:, :, :, 0]  # (B, W, M, LMAX)
+        cols = b_tag[:, :, 0, :]  # (B, W, N, LMAX)
+        arow, bcol = a_ar[:, :, :, 0], b_ar[:, :, 0, :]
+        lmax_idx = jnp.arange(LMAX)
+        res_ar = jnp.where((arow[:, :, :, None] > 0) & (bcol[:, :, None, :] > 0), arow[:, :, :, None], 0)
+        take_b = lmax_idx[None, None, None, None, :] == (res_ar - 1)[..., None]
+        bval = jnp.take_along_axis(cols, jnp.clip(bcol - 1, 0, LMAX - 1)[..., None], -1)[..., 0]  # (B,W,N)
+        ct = jnp.where(take_b, bval[:, :, None, :, None], rows[:, :, :, None, :])
+        ct = jnp.where(lmax_idx < res_ar[..., None], ct, 0)
+        slot_tag = ct[:, :, cr, cc].reshape(self.B, self.T, -1, LMAX)
+        slot_ar = res_ar[:, :, cr, cc].reshape(self.B, self.T, -1)
+        out.tag = jnp.where(keep[..., None], slot_tag, out.tag)  # type: ignore[arg-type]
+        out.arity = jnp.where(keep, slot_ar, out.arity)  # type: ignore[arg-type]

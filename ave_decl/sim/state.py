@@ -1,0 +1,118 @@
+"""The simulator's state types (values with shadow tags, buffers, results) and small shared helpers."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+
+from ..hw.instructions import OperandMap
+from ..hw.layout import AnyLayout
+from ..lang import ast as A
+from ..lang.errors import FrontEndError
+
+LMAX = 6  # tag components carried per element
+
+
+ITYPE = jnp.int32
+
+
+ROUND = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "fp8": ml_dtypes.float8_e4m3fnuz,
+          "bf8": ml_dtypes.float8_e5m2fnuz}
+
+
+class SimulationError(FrontEndError):
+    """The kernel cannot be simulated at these sizes (bad sizes, divergence the model cannot run)."""
+
+    kind = "simulation"
+
+
+@dataclass
+class Data:
+    """A data value of every (block, thread), with its shadow tag (arity 0 = Top)."""
+
+    v: jnp.ndarray  # (B, T) float32
+    tag: jnp.ndarray  # (B, T, LMAX) int32
+    arity: jnp.ndarray  # (B, T) int32
+
+
+@dataclass
+class Buf:
+    name: str
+    space: str
+    dtype: str
+    shape: tuple[int, ...]
+    layout: AnyLayout | None
+    data: jnp.ndarray  # global: shape; shared: (B, size); local: (B, T, size)
+    tag: jnp.ndarray | None = None  # shared/local shadow: data.shape + (LMAX,)
+    arity: jnp.ndarray | None = None
+    tag_fn: tuple | None = None  # (lambda, captured env) of a tag binding
+    written: bool = False
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass
+class Failure:
+    """One assertion site's shadow-check result: how many checks failed and the first failing one."""
+
+    invariant: str
+    line: int
+    failed: int
+    checked: int
+    first: dict
+    classes: dict = field(default_factory=dict)  # the failing lanes / value slots (sorted), for comparison
+
+
+@dataclass
+class SimResult:
+    sizes: dict[str, int]
+    blocks: list[tuple[int, ...]]
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray]
+    failures: list[Failure] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    probes: list[dict] = field(default_factory=list)
+    reference: dict | None = None
+    races: list[dict] = field(default_factory=list)  # race_detector.RaceDetector.report()
+    write_counts: dict[str, np.ndarray] = field(default_factory=dict)  # global output -> stores per element
+
+    @property
+    def shadow_ok(self) -> bool:
+        return not any(f.failed for f in self.failures)
+
+
+def merge_classes(into: dict, new: dict) -> None:
+    for key, values in new.items():
+        into[key] = sorted(set(into.get(key, [])) | {int(v) for v in np.unique(values)})
+
+
+def tag_list(tag, arity) -> list[int]:
+    n = abs(int(np.asarray(arity)))
+    return [int(x) for x in np.asarray(tag)[:n]]
+
+
+@lru_cache(maxsize=None)
+def slot_maps(op: OperandMap, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) of every (lane, value) slot, as (lanes, values) integer arrays."""
+    lane, v = np.meshgrid(np.arange(lanes), np.arange(op.values), indexing="ij")
+    env = {"lane": lane, "v": v}
+    return eval(compiled_map(op.row), {}, env), eval(compiled_map(op.col), {}, env)  # noqa: S307 - library map strings
+
+
+def compiled_map(text: str):
+    from ..lang.parser import parse_expression
+    from ..lang.printer import expr
+
+    return compile(expr(parse_expression(text)), text, "eval")
+
+
+def elements(e: A.Expr | None) -> tuple:
+    if e is None:
+        return ()
+    return e.elts if isinstance(e, A.Tuple) else (e,)

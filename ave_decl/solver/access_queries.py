@@ -1,0 +1,333 @@
+"""Queries of the memory-discipline obligations: what is stored where, by whom, in which order.
+
+Each method turns one obligation row into Z3 queries (`Query`), like `KernelSolver` does for tag
+relations: SAT is a violation with a model naming both instances (block, thread, iterations),
+UNSAT for every query proves the obligation. Relations (rules/obligations.dl):
+
+* `stored_tag` - a store into a tagged buffer stores the element the tag names;
+* `write_once` - two store instances never write one element of an output;
+* `write_count` - the stores into an output are as many as its elements;
+* `raw_race` / `war_race` / `async_exposed` - ordering of shared-memory accesses;
+* `k_distinct` - one accumulator element never sums the same K tag twice;
+* `bank_conflicts` - lanes of one access phase hitting one bank (a performance warning).
+"""
+from __future__ import annotations
+
+import z3
+
+from ..facts.view import KernelView
+from ..hw.instructions import INSTRUCTIONS
+from .chains import Alt, Expander, Step, eval_map
+from .query import Query
+from .smt import Encoder, Instance
+
+DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "fp8": 1, "bf8": 1, "i8": 1, "i32": 4, "u32": 4, "i64": 8}
+BANKS, BANK_BYTES, PHASE_LANES = 32, 4, 32
+
+
+class AccessQueries:
+    def __init__(self, view: KernelView, enc: Encoder, expander: Expander, derived: dict[str, list[tuple]]):
+        self.view, self.enc, self.expander = view, enc, expander
+        self.war: dict[tuple[int, int], list[int]] = {}
+        for _k, la, sa, carrier in derived.get("war_candidate", []):
+            self.war.setdefault((la, sa), []).append(carrier)
+        self.exposed: dict[tuple[int, int], dict[int, int]] = {}
+        for _k, la, sa, carrier, st in derived.get("async_exposed", []):
+            rows = self.exposed.setdefault((la, sa), {})
+            rows[carrier] = min(st, rows.get(carrier, 2))
+
+    # ------------------------------------------------------------ helpers
+    def _access_alt(self, aid: int, inst: Instance, role: str, coords=None) -> Alt:
+        acc = self.view.accesses[aid]
+        cs = coords if coords is not None else [self.enc.int_term(c, inst.env) for c in acc.coords]
+        return Alt([], "", cs, [], [Step(role, aid, acc.stmt, acc.buffer, inst)])
+
+    def different_group(self, a: Instance, b: Instance) -> z3.BoolRef:
+        """The two instances are not ordered by program order: other wave (AMD) / other thread."""
+        la, lb = self.enc.linear_thread(a), self.enc.linear_thread(b)
+        if self.view.group_kind == "wave":
+            return la / self.view.group_size != lb / self.view.group_size
+        return la != lb
+
+    def _distinct(self, a: Instance, b: Instance, keys: list[str]) -> z3.BoolRef:
+        diffs = [a.env[k] != b.env[k] for k in keys if k in a.env and k in b.env and not a.env[k].eq(b.env[k])]
+        return z3.Or(*diffs) if diffs else self.enc.bool_val(False)
+
+    # ------------------------------------------------------ stored tags
+    def stored_tag(self, site: int, aid: int) -> list[Query]:
+        acc = self.view.accesses[aid]
+        inst = self.enc.new_instance(site, "u")
+        coords = [self.enc.int_term(c, inst.env) for c in acc.coords]
+        name, comps = self.view.tags[acc.buffer]
+        env = dict(inst.env)
+        env.update({f"arg:{i}": c for i, c in enumerate(coords)})
+        expected = Alt([self.enc.int_term(c, env) for c in comps], name, coords, [],
+                       [Step("store", aid, acc.stmt, acc.buffer, inst)])
+        out = []
+        for alt in self.expander.value(self.view.store_value[aid], inst):
+            if alt.tag is None or len(alt.tag) != len(expected.tag):
+                violated = self.enc.bool_val(True)
+            else:
+                violated = z3.Or(*[x != y for x, y in zip(alt.tag, expected.tag)])
+            out.append(Query(inst.constraints + alt.constraints, violated, alt, expected, inst, inst, inst))
+        return out
+
+    # ---------------------------------------------------- output coverage
+    def write_once(self, a1: int, a2: int) -> list[Query]:
+        s1, s2 = self.view.accesses[a1], self.view.accesses[a2]
+        i1 = self.enc.new_instance(s1.stmt, "w1")
+        i2 = self.enc.new_instance(s2.stmt, "w2")
+        c1 = [self.enc.int_term(c, i1.env) for c in s1.coords]
+        c2 = [self.enc.int_term(c, i2.env) for c in s2.coords]
+        same = [x == y for x, y in zip(c1, c2)]
+        if a1 == a2:
+            keys = [k for k in i1.env if k != "slot" or s1.kind == "write_all"]
+            same.append(self._distinct(i1, i2, keys))
+        return [Query(i1.constraints + i2.constraints + same, self.enc.bool_val(True),
+                      self._access_alt(a1, i1, "store", c1), self._access_alt(a2, i2, "store", c2), i2, i1, i2)]
+
+    def write_count(self, site: int, aid: int) -> list[Query]:
+        buf = self.view.accesses[aid].buffer
+        stores = [a for a in self.view.accesses.values() if a.buffer == buf and a.kind == "store"]
+        inst = self.enc.new_instance(site, "u")
+        total = self.enc.int_val(0)
+        for st in stores:
+            if self.view.all_guards(st.stmt):
+                return [self._posed_unknown(aid, inst, "a store into the output is guarded: the number of "
+                                                       "writes is not a product of trip counts")]
+            count = self.enc.int_val(self.enc.block_size())
+            for grid, _b in self.view.launch:
+                count = count * self.enc.int_term(grid, {})
+            for h in self.view.enclosing_loops(st.stmt):
+                trip = self._trip_count(h)
+                if trip is None:
+                    return [self._posed_unknown(aid, inst, "a loop around an output store has bounds that depend on "
+                                                           "other loops")]
+                count = count * trip
+            total = total + count
+        elements = self.enc.int_val(1)
+        for e in self.view.dims[buf]:
+            elements = elements * self.enc.int_term(e, {})
+        lhs = Alt([], "", [total], [], [Step("store", aid, self.view.accesses[aid].stmt, buf, inst)])
+        rhs = Alt([], "", [elements], [], [])
+        return [Query([], total != elements, lhs, rhs, inst, inst, inst)]
+
+    def _trip_count(self, h: int) -> z3.ArithRef | None:
+        info = self.view.loops[h]
+        try:
+            lo, hi = self.enc.int_term(info.lo, {}), self.enc.int_term(info.hi, {})
+        except KeyError:
+            return None
+        step = self.enc.nodes[info.step].value
+        return z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
+
+    def _posed_unknown(self, aid: int, inst: Instance, why: str) -> Query:
+        alt = self._access_alt(aid, inst, "store", [])
+        return Query([], self.enc.bool_val(True), alt, alt, inst, inst, inst, unknown=why)
+
+    # ------------------------------------------------- memory ordering
+    def raw_race(self, la: int, sa: int) -> list[Query]:
+        load = self.view.accesses[la]
+        out = []
+        for sa_, carrier, barrier, dist1 in self.expander.reaching.get(la, []):
+            if sa_ != sa or barrier:
+                continue
+            reader = self.enc.new_instance(load.stmt, "r")
+            writer, cons = self.expander.writer(reader, load.stmt, sa, carrier, dist1)
+            cons += self.expander.same_element(self.view.accesses[sa], writer, load, reader)
+            out.append(Query(reader.constraints + cons, self.different_group(reader, writer),
+                             self._access_alt(la, reader, "load"), self._access_alt(sa, writer, "store"),
+                             reader, reader, writer))
+        return out
+
+    def war_race(self, la: int, sa: int) -> list[Query]:
+        load, store = self.view.accesses[la], self.view.accesses[sa]
+        out = []
+        for carrier in sorted(set(self.war.get((la, sa), []))):
+            reader = self.enc.new_instance(load.stmt, "r")
+            writer, cons = self.later_writer(reader, load.stmt, store, carrier)
+            cons += self.expander.same_element(store, writer, load, reader)
+            out.append(Query(reader.constraints + cons, self.different_group(reader, writer),
+                             self._access_alt(la, reader, "load"), self._access_alt(sa, writer, "store"),
+                             reader, reader, writer))
+        return out
+
+    def later_writer(self, reader: Instance, load_stmt: int, store, carrier: int) -> tuple[Instance, list]:
+        """A store instance after the load: same iteration (carrier 0) or the next one of `carrier`."""
+        reader_loops = set(self.view.enclosing_loops(load_stmt))
+        outer = set(self.view.enclosing_loops(carrier)) if carrier else set()
+        given: dict[int, z3.ExprRef] = {}
+        for h in self.view.enclosing_loops(store.stmt):
+            if h in reader_loops and (carrier == 0 or h in outer):
+                given[h] = reader.env[f"loop:{h}"]
+            elif h == carrier:
+                given[h] = reader.env[f"loop:{h}"] + self.enc.nodes[self.view.loops[h].step].value
+        w = self.enc.new_instance(store.stmt, "w", share_block=reader, loops=given)
+        cons = list(w.constraints)
+        if carrier:
+            cons += self.enc.loop_range(carrier, given[carrier], w.env)
+        return w, cons
+
+    def async_exposed(self, la: int, sa: int) -> list[Query]:
+        load = self.view.accesses[la]
+        out = []
+        for carrier, state in sorted(self.exposed.get((la, sa), {}).items()):
+            dist1 = next((d for s, c, _b, d in self.expander.reaching.get(la, []) if s == sa and c == carrier), 0)
+            reader = self.enc.new_instance(load.stmt, "r")
+            writer, cons = self.expander.writer(reader, load.stmt, sa, carrier, dist1)
+            cons += self.expander.same_element(self.view.accesses[sa], writer, load, reader)
+            # state 0: no async_wait on some path, whoever copied; 1: waited, but not published by a barrier
+            violated = self.enc.bool_val(True) if state == 0 else self.different_group(reader, writer)
+            out.append(Query(reader.constraints + cons, violated, self._access_alt(la, reader, "load"),
+                             self._access_alt(sa, writer, "store"), reader, reader, writer,
+                             {"state": self.enc.int_val(state)}))
+        return out
+
+    # ------------------------------------------------ row statistics
+    def broadcast(self, site: int, full: int, stat: int, same_length: bool = False) -> list[Query]:
+        """A statistic meeting a full value is the statistic of that value's row (tag prefix);
+        two statistics combined (`same_length`) are of the same row."""
+        inst = self.enc.new_instance(site, "u")
+        out = []
+        for left in self.expander.value(full, inst):
+            for right in self.expander.value(stat, inst):
+                if left.tag is None or right.tag is None:
+                    continue  # an untagged start value (e.g. -inf) meets the row: nothing to compare
+                if len(right.tag) > len(left.tag) or (len(right.tag) == len(left.tag)) != same_length:
+                    violated = self.enc.bool_val(True)
+                else:
+                    violated = z3.Or(*[r != x for r, x in zip(right.tag, left.tag)]) if right.tag else \
+                        self.enc.bool_val(False)
+                out.append(Query(inst.constraints + left.constraints + right.constraints, violated, left, right,
+                                 inst, inst, inst))
+        return out
+
+    def reduce_uniform(self, site: int, reduced: int, arg: int) -> list[Query]:
+        """Two lanes of one reduction group hold elements of the same row."""
+        width = self.expander.lane_reduce[reduced]
+        first = self.enc.new_instance(site, "l1")
+        second = self.enc.new_instance(site, "l2", share_block=first, loops={
+            h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(site)})
+        t1, t2 = self.enc.linear_thread(first), self.enc.linear_thread(second)
+        cons = first.constraints + second.constraints + [t1 / width == t2 / width]
+        out = []
+        for x in self.expander.value(arg, first):
+            for y in self.expander.value(arg, second):
+                if x.tag is None or y.tag is None or len(x.tag) != len(y.tag) or len(x.tag) < 2:
+                    continue
+                violated = z3.Or(*[a != b for a, b in zip(x.tag[:-1], y.tag[:-1])])
+                out.append(Query(cons + x.constraints + y.constraints, violated, x, y, first, first, second))
+        return out
+
+    # -------------------------------------------------- K coverage
+    def k_distinct(self, site: int, va: int) -> list[Query]:
+        instr = INSTRUCTIONS[self.view.mma[site][0]]
+        first = self.enc.new_instance(site, "u1")
+        fixed = self._accumulation_boundary(site)
+        second = self.enc.new_instance(site, "u2", share_block=first, share_thread=first, loops={
+            h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(site) if h in fixed})
+        second.env["slot"] = first.env["slot"]
+        g = instr.group_size
+        sides = []
+        for base in (first, second):
+            lane = self.enc.linear_thread(base) % g
+            row = eval_map(instr.c.row, lane, base.env["slot"])
+            a_inst, la, sla = self.expander.operand_instance(base, site, instr, "a")
+            a_inst.constraints.append(eval_map(instr.a.row, la, sla) == row)
+            sides.append((base, a_inst, eval_map(instr.a.col, la, sla)))
+        (b1, i1, k1), (b2, i2, k2) = sides
+        loops = [f"loop:{h}" for h in self.view.enclosing_loops(site) if h not in fixed]
+        distinct = z3.Or(self._distinct(b1, b2, loops), k1 != k2)
+        cons = b1.constraints + b2.constraints + i1.constraints + i2.constraints + [
+            b1.env["slot"] >= 0, b1.env["slot"] < instr.c.values, distinct]
+        out = []
+        for x in self.expander.value(va, i1):
+            for y in self.expander.value(va, i2):
+                if x.tag is None or y.tag is None or not x.tag or not y.tag:
+                    continue  # an untagged operand is reported by ave/mma-k-pairing
+                out.append(Query(cons + x.constraints + y.constraints, x.tag[-1] == y.tag[-1], x, y, b1, i1, i2,
+                                 {"k1": k1, "k2": k2, "slot": b1.env["slot"]}))
+        return out
+
+    def _accumulation_boundary(self, site: int) -> set[int]:
+        """Loops whose iterations start a new accumulation: those around any other write of the
+        accumulator (its initialisation, a reset) than the instruction's own result."""
+        _instr, _va, _vb, vc, d = self.view.mma[site]
+        bufs = {self.view.accesses[d].buffer}
+        if self.view.values[vc][0] == "load":
+            bufs.add(self.view.accesses[self.view.value_load[vc]].buffer)
+        fixed: set[int] = set()
+        for a in self.view.accesses.values():
+            if a.buffer in bufs and a.kind in ("store", "write_all") and a.aid != d:
+                fixed.update(self.view.enclosing_loops(a.stmt))
+        return fixed
+
+    # ------------------------------------------------ bank conflicts
+    def _bank_witness(self, acc, width: int, phase: int) -> dict[str, int] | None:
+        """Enumerate every phase when the address depends only on the thread and on loops with
+        constant bounds (swizzles make the Z3 query slow): {} = conflict-free, a witness (two
+        threads and the loop values) otherwise, None = not enumerable (Z3 decides)."""
+        import numpy as np
+
+        from ..hw.expr import evaluate, symbols
+
+        if self.view.all_guards(acc.stmt):
+            return None
+        names = symbols(self.view.kf.table, acc.addr)
+        loops = {f"loop:{h}": h for h in self.view.enclosing_loops(acc.stmt)}
+        axes: list[tuple[str, np.ndarray]] = []
+        for name in sorted(names):
+            if name in loops:
+                info = self.view.loops[loops[name]]
+                lo, hi = self.enc.nodes[info.lo], self.enc.nodes[info.hi]
+                if lo.op != "const" or hi.op != "const":
+                    return None
+                axes.append((name, np.arange(lo.value, hi.value, self.enc.nodes[info.step].value)))
+            elif not name.startswith("tid:"):
+                return None
+        dims = self.enc.block_dims()
+        threads = np.arange(self.enc.block_size())
+        combos = np.stack(np.meshgrid(*[a for _, a in axes], indexing="ij"), -1).reshape(-1, len(axes)) if axes \
+            else np.zeros((1, 0), np.int64)
+        if combos.shape[0] > 4096:
+            return None
+        for combo in combos:
+            env: dict = {name: int(v) for (name, _), v in zip(axes, combo)}
+            rest = threads
+            for d, extent in enumerate(dims):
+                env[f"tid:{d}"] = rest % extent
+                rest = rest // extent
+            words = np.broadcast_to(np.asarray(evaluate(self.view.kf.table, acc.addr, env)) * width // BANK_BYTES,
+                                    threads.shape)
+            for start in range(0, threads.size, phase):
+                w = words[start:start + phase]
+                banks = w % BANKS
+                for bank in np.unique(banks):
+                    distinct = np.unique(w[banks == bank])
+                    if distinct.size > 1:
+                        lanes = [int(np.argmax(w == x)) + start for x in distinct[:2]]
+                        return {"t1": lanes[0], "t2": lanes[1], **{k: int(v) for (k, _), v in zip(axes, combo)}}
+        return {}
+
+    def bank_conflicts(self, aid: int) -> list[Query]:
+        acc = self.view.accesses[aid]
+        width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
+        first = self.enc.new_instance(acc.stmt, "p1")
+        second = self.enc.new_instance(acc.stmt, "p2", share_block=first, loops={
+            h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(acc.stmt)})
+        if acc.stmt in self.view.slot_range:  # an ldmatrix: compare lanes of one register slot
+            second.env["slot"] = first.env["slot"]
+        phase = min(PHASE_LANES, self.view.group_size)
+        t1, t2 = self.enc.linear_thread(first), self.enc.linear_thread(second)
+        w1 = self.enc.int_term(acc.addr, first.env) * width / BANK_BYTES
+        w2 = self.enc.int_term(acc.addr, second.env) * width / BANK_BYTES
+        cons = first.constraints + second.constraints + [t1 / phase == t2 / phase]
+        witness = self._bank_witness(acc, width, phase)
+        if witness == {}:
+            return []  # enumerated: no phase of this access has a conflict
+        if witness:
+            cons += [t1 == witness["t1"], t2 == witness["t2"]] + [
+                first.env[k] == v for k, v in witness.items() if k.startswith("loop:")]
+        violated = z3.And(w1 != w2, w1 % BANKS == w2 % BANKS)
+        return [Query(cons, violated, self._access_alt(aid, first, acc.kind), self._access_alt(aid, second, acc.kind),
+                      first, first, second, {"word1": w1, "word2": w2})]

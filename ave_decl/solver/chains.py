@@ -1,0 +1,404 @@
+"""Provenance chains: the derived relations, instantiated as Z3 terms.
+
+Given a value at a dynamic instance, `Expander.value` returns every alternative way its tag
+can arise: one alternative per path through `reaching_store` (store -> load hops), each with
+the tag tuple as Z3 terms, the constraints that make that path real (the writer's thread and
+iteration, address equality), and the program points passed, for the report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import z3
+
+from ..facts.view import KernelView
+from ..hw.instructions import INSTRUCTIONS, Instruction
+from ..lang import ast as A
+from ..lang.parser import parse_expression
+from .smt import Encoder, Instance, as_int
+
+MAX_DEPTH = 24
+KILL_DEPTH = 3  # later iterations instantiated per overwriting store (covers pipelines of up to 3 stages)
+
+
+@dataclass
+class Step:
+    """One program point of a chain, with the instance that executed it."""
+
+    role: str  # source | load | store | mma-operand
+    access: int
+    stmt: int
+    buffer: str
+    inst: Instance
+    note: str = ""
+
+
+@dataclass
+class Alt:
+    tag: list[z3.ArithRef] | None  # None: Top (no tagged source on this path)
+    tag_name: str
+    coords: list[z3.ArithRef]
+    constraints: list[z3.BoolRef]
+    chain: list[Step]
+    unknown: str = ""  # non-empty: this path could not be followed (reason)
+    stat: bool = False  # the tag is a row statistic (a lane reduction dropped its last component)
+
+
+@lru_cache(maxsize=None)
+def _map_ast(text: str) -> A.Expr:
+    return parse_expression(text)
+
+
+def eval_map(text: str, lane: z3.ArithRef, v: z3.ArithRef) -> z3.ArithRef:
+    """Evaluate an instruction operand map (an `.ave` expression over lane and v) in Z3."""
+
+    def go(e: A.Expr) -> z3.ArithRef:
+        if isinstance(e, A.Int):
+            return z3.IntVal(e.value, lane.ctx)
+        if isinstance(e, A.Name):
+            return {"lane": lane, "v": v}[e.id]
+        if isinstance(e, A.BinOp):
+            x, y = go(e.left), go(e.right)
+            return {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "//": lambda: x / y,
+                    "%": lambda: x % y}[e.op]()
+        raise ValueError(f"unsupported operand-map expression {e}")
+
+    return go(_map_ast(text))
+
+
+class Expander:
+    def __init__(self, view: KernelView, enc: Encoder, derived: dict[str, list[tuple]]):
+        self.view = view
+        self.enc = enc
+        self.reaching: dict[int, list[tuple[int, int, int, int]]] = {}
+        for _k, la, sa, carrier, barrier, dist1 in derived.get("reaching_store", []):
+            self.reaching.setdefault(la, []).append((sa, carrier, barrier, dist1))
+        self.has_root = {v for _k, v in derived.get("value_has_root", [])}
+        self.full = {v for _k, v in derived.get("full_flow", [])}
+        self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
+        self._memo: dict[tuple, tuple[Instance, list[Alt]]] = {}
+        self._slices: dict[tuple[int, int], bool] = {}
+
+    # ------------------------------------------------------------ values
+    def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
+        """Memoised per (value, instance, path): an online softmax reuses each statistic in several
+        operations of one statement, and re-expanding it (with its kill instantiations) dominated."""
+        key = (vid, id(inst), seen)
+        hit = self._memo.get(key)
+        if hit is None or hit[0] is not inst:
+            hit = (inst, self._value(vid, inst, seen))
+            self._memo[key] = hit
+        return hit[1]
+
+    def _value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
+        kind, stmt = self.view.values[vid]
+        if len(seen) > MAX_DEPTH:
+            return [self._unknown(inst, "provenance chain too long")]
+        if kind == "load":
+            return self.load(self.view.value_load[vid], inst, seen)
+        if kind == "elementwise":
+            return self.elementwise(vid, inst, seen)
+        if kind == "reduce":
+            (arg,) = self.view.value_args[vid]
+            return [Alt(a.tag[:-1] if a.tag else a.tag, f"{a.tag_name}.row" if a.tag else "", a.coords, a.constraints,
+                        a.chain, a.unknown, stat=True) for a in self.value(arg, inst, seen)]
+        if kind == "mma":
+            return self.mma_result(vid, stmt, inst, seen)
+        return [Alt(None, "", [], [], [])]
+
+    def elementwise(self, vid: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        """The tag of the one full operand; without one, the first tagged statistic on this path
+        (ave/row-statistics checks that the others agree with it); two full operands: Top."""
+        rooted = [a for a in self.view.value_args.get(vid, []) if a in self.has_root]
+        full = [a for a in rooted if a in self.full]
+        if len(full) > 1 or not rooted:
+            return [Alt(None, "", [], [], [])]
+        if full or len(rooted) == 1:
+            return self.value((full or rooted)[0], inst, seen)
+        # statistics only: the first operand that carries a tag on this path gives it (as in the
+        # simulator). Its tagged alternatives, then the next operand's under each path on which
+        # the first is untagged (an initial -inf, 0): linear in the alternatives, not a product.
+        return self._first_tagged(rooted, inst, seen)
+
+    def _first_tagged(self, args: list[int], inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        alts = self.value(args[0], inst, seen)
+        if any(a.tag is not None for a in alts):
+            # a loop-carried cycle back into this statistic is the statistic itself, not an untagged
+            # start value: it must not hand the tag to the next operand
+            alts = [a for a in alts if not a.unknown]
+        if len(args) == 1:
+            return alts
+        out = [a for a in alts if a.tag is not None or a.unknown]
+        for top in (a for a in alts if a.tag is None and not a.unknown):
+            for rest in self._first_tagged(args[1:], inst, seen):
+                out.append(Alt(rest.tag, rest.tag_name, rest.coords, top.constraints + rest.constraints, rest.chain,
+                               rest.unknown, rest.stat))
+        return out
+
+    def _unknown(self, inst: Instance, why: str) -> Alt:
+        return Alt(None, "", [], [], [], unknown=why)
+
+    def load(self, aid: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        acc = self.view.accesses[aid]
+        tag = self.view.tags.get(acc.buffer)
+        if tag is not None:
+            name, comps = tag
+            coords = [self.enc.int_term(c, inst.env) for c in acc.coords]
+            env = dict(inst.env)
+            env.update({f"arg:{i}": c for i, c in enumerate(coords)})
+            values = [self.enc.int_term(c, env) for c in comps]
+            # elements outside the tensor are reported by the bounds invariants, not followed here
+            extents = [self.enc.int_term(e, inst.env) for e in self.view.dims.get(acc.buffer, [])]
+            inside = [z3.And(c >= 0, c < e) for c, e in zip(coords, extents)] if len(extents) == len(coords) else []
+            return [Alt(values, name, coords, inside, [Step("source", aid, acc.stmt, acc.buffer, inst)])]
+        if aid in seen:
+            return [self._unknown(inst, "loop-carried provenance cycle")]
+        out: list[Alt] = []
+        for sa, carrier, _barrier, dist1 in self.reaching.get(aid, []):
+            writer, cons = self.writer(inst, acc.stmt, sa, carrier, dist1)
+            store = self.view.accesses[sa]
+            size = self.enc.nodes[self.view.buffers[store.buffer][1]]
+            cons += self.same_element(store, writer, acc, inst)
+            cons += self.not_overwritten(sa, writer, carrier, acc, inst)
+            if store.kind == "write_all" and size.op == "const":
+                cons += [writer.env["slot"] >= 0, writer.env["slot"] < size.value]
+            hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
+            for sub in self.value(self.view.store_value[sa], writer, seen + (aid,)):
+                out.append(Alt(sub.tag, sub.tag_name, sub.coords, cons + sub.constraints, hop + sub.chain,
+                               sub.unknown, sub.stat))
+        if not out:
+            return [Alt(None, "", [], [], [Step("load", aid, acc.stmt, acc.buffer, inst)])]
+        return out
+
+    def same_element(self, store, writer: Instance, load, reader: Instance) -> list[z3.BoolRef]:
+        """The store and the load touch the same element. Through a bijective layout that is
+        equality of coordinates (cheap for Z3 even when the address is swizzled); accesses out of
+        bounds are reported by ave/buffer-bounds, not followed here. Otherwise: equal addresses."""
+        if store.buffer in self.view.bijective and store.coords and len(store.coords) == len(load.coords):
+            extents = [self.enc.int_term(e, reader.env) for e in self.view.dims[store.buffer]]
+            out = []
+            for cs, cl, ext in zip(store.coords, load.coords, extents):
+                a, b = self.enc.int_term(cs, writer.env), self.enc.int_term(cl, reader.env)
+                out += [a == b, b >= 0, b < ext]
+            return out
+        return [self.enc.int_term(store.addr, writer.env) == self.enc.int_term(load.addr, reader.env)]
+
+    def not_overwritten(self, sa: int, writer: Instance, carrier: int, load, reader: Instance) -> list[z3.BoolRef]:
+        """Per-address kill by instantiation: a later execution of a store into the same buffer by
+        the writer's own thread (same inner-loop values, an iteration of an enclosing loop of the
+        reader between the writer's and the reader's) that definitely writes the element read
+        overwrote the writer's value. Each instantiation of "no store in between wrote it" is a
+        necessary condition, so adding it keeps the alternatives an over-approximation; it is what
+        lets multi-stage buffers (stage = iteration mod S) and unrolled register writes verify."""
+        store = self.view.accesses[sa]
+        if self.view.buffers[store.buffer][0] == "global":
+            return []
+        reader_loops = self.view.enclosing_loops(load.stmt)
+        writer_loops = self.view.enclosing_loops(store.stmt)
+        # loops in which the writer runs in the reader's own iteration (see `writer`)
+        common = [h for h in writer_loops if h in reader_loops]
+        same_iteration = set(common) if carrier == 0 else set(self.view.enclosing_loops(carrier)) & set(common)
+        out: list[z3.BoolRef] = []
+        for other in self.view.accesses.values():
+            if other.buffer != store.buffer or other.kind not in ("store", "write_all"):
+                continue
+            for h in self.view.enclosing_loops(other.stmt):
+                step = self.enc.nodes[self.view.loops[h].step].value
+                writer_j = writer.env.get(f"loop:{h}") if h in writer_loops else None
+                if h in reader_loops:
+                    i = reader.env[f"loop:{h}"]
+                    same_iter_ok = other.stmt < load.stmt  # program order inside one iteration
+                    if writer_j is not None and h in same_iteration:
+                        # writer and reader share this iteration: only a later statement of it can kill
+                        candidates = [i] if same_iter_ok and other.stmt > store.stmt else []
+                    else:
+                        candidates = [i - m * step for m in range(0 if same_iter_ok else 1, KILL_DEPTH + 1)]
+                elif writer_j is not None and set(self.view.enclosing_loops(h)) <= set(writer_loops):
+                    # a loop the reader is outside of: its later iterations all run before the read
+                    i, same_iter_ok, candidates = None, False, []
+                else:
+                    continue
+                if writer_j is not None and h not in same_iteration:
+                    candidates += [writer_j + m * step for m in range(1, KILL_DEPTH + 1)]
+                for j2 in candidates:
+                    out.append(z3.Not(self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)))
+        return out
+
+    def _kills(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
+               reader: Instance) -> z3.BoolRef:
+        """`other` runs at iteration j2 of loop h (the writer's thread, same outer iterations)
+        after the writer and before the reader, and writes the element the reader reads."""
+        if self._slice_cover(other, h):
+            return self._slice_kill(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)
+        given = {}
+        names = {self.view.loops[g].var: g for g in self.view.enclosing_loops(writer.stmt)}
+        outer = set(self.view.enclosing_loops(h))
+        reader_loops = set(self.view.enclosing_loops(load.stmt))
+        for g in self.view.enclosing_loops(other.stmt):
+            if g == h:
+                given[g] = j2
+            elif g in reader_loops:  # outer loops, and inner loops around the reader: its own iteration
+                given[g] = reader.env[f"loop:{g}"]
+            elif g in outer and f"loop:{g}" in writer.env:
+                given[g] = writer.env[f"loop:{g}"]
+            elif self.view.loops[g].var in names:  # inner loop: the writer's value of the same-named loop
+                given[g] = writer.env[f"loop:{names[self.view.loops[g].var]}"]
+        inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer, loops=given)
+        cond = list(inst.constraints)
+        if other.kind == "write_all":  # a whole-array write: the slot that overwrites is the address read
+            inst.env["slot"] = self.enc.int_term(load.addr, reader.env)
+            size = self.enc.nodes[self.view.buffers[other.buffer][1]]
+            if size.op == "const":
+                cond += [inst.env["slot"] >= 0, inst.env["slot"] < size.value]
+        for g, v in given.items():
+            cond += self.enc.loop_range(g, v, inst.env)
+        if i is not None:
+            cond.append(j2 <= i if same_iter_ok else j2 < i)
+        if writer_j is not None:
+            cond.append(j2 > writer_j)
+        cond += self.same_element(other, inst, load, reader)
+        return z3.And(*cond)
+
+    def _slice_cover(self, other, h: int) -> bool:
+        """Each iteration of loop h, the store writes every element of one slice of its buffer
+        (all elements whose first coordinate equals a value that depends only on loop h and the
+        loops around it), exactly once over the threads and the loops inside h; its guards depend
+        only on those outer loops too. Checked by enumeration, cached. A multi-stage refill
+        (`S[stage, r, c]`) is the case this is for: it overwrites a whole stage, whoever the thread."""
+        key = (other.aid, h)
+        if key not in self._slices:
+            self._slices[key] = self._check_slice_cover(other, h)
+        return self._slices[key]
+
+    def _check_slice_cover(self, other, h: int) -> bool:
+        import numpy as np
+
+        from ..hw.expr import evaluate, symbols
+
+        table = self.view.kf.table
+        if other.kind != "store" or len(other.coords) < 2 or other.buffer not in self.view.bijective:
+            return False
+        loops = self.view.enclosing_loops(other.stmt)
+        if h not in loops:
+            return False
+        uniform = {f"loop:{g}" for g in loops[:loops.index(h) + 1]}
+        inner = loops[loops.index(h) + 1:]
+        ok_uniform = lambda names: all(n in uniform or n.startswith("size:") for n in names)  # noqa: E731
+        if not ok_uniform(symbols(table, other.coords[0])):
+            return False
+        if not all(ok_uniform(symbols(table, c)) for c, _p in self.view.all_guards(other.stmt)):
+            return False
+        dims = [self.enc.nodes[e] for e in self.view.dims[other.buffer]]
+        if any(d.op != "const" for d in dims):
+            return False
+        axes = []
+        for g in inner:
+            info = self.view.loops[g]
+            lo, hi = self.enc.nodes[info.lo], self.enc.nodes[info.hi]
+            if lo.op != "const" or hi.op != "const":
+                return False
+            axes.append((f"loop:{g}", np.arange(lo.value, hi.value, self.enc.nodes[info.step].value)))
+        block = self.enc.block_dims()
+        axes.append(("linear", np.arange(self.enc.block_size())))
+        grids = np.meshgrid(*[a for _, a in axes], indexing="ij")
+        env = {name: g.ravel() for (name, _), g in zip(axes, grids)}
+        rest = env.pop("linear")
+        for d, extent in enumerate(block):
+            env[f"tid:{d}"] = rest % extent
+            rest = rest // extent
+        names = set(env)
+        flat = np.zeros_like(next(iter(env.values())))
+        for c, d in zip(other.coords[1:], dims[1:]):
+            if not symbols(table, c) <= names:
+                return False
+            flat = flat * d.value + np.broadcast_to(np.asarray(evaluate(table, c, env)), flat.shape)
+        size = int(np.prod([d.value for d in dims[1:]]))
+        return bool(flat.size == size and np.array_equal(np.sort(flat), np.arange(size)))
+
+    def _slice_kill(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
+                    reader: Instance) -> z3.BoolRef:
+        """The slice store at iteration j2 of h definitely overwrote the element read: it runs (guard,
+        range, order) and its slice is the one the element lies in."""
+        env = dict(reader.env)
+        reader_loops = set(self.view.enclosing_loops(load.stmt))
+        for g in self.view.enclosing_loops(h):
+            if g not in reader_loops and f"loop:{g}" in writer.env:
+                env[f"loop:{g}"] = writer.env[f"loop:{g}"]
+        env[f"loop:{h}"] = j2
+        cond = self.enc.loop_range(h, j2, env)
+        for c, polarity in self.view.all_guards(other.stmt):
+            term = self.enc.bool_term(c, env)
+            cond.append(term if polarity else z3.Not(term))
+        if i is not None:
+            cond.append(j2 <= i if same_iter_ok else j2 < i)
+        if writer_j is not None:
+            cond.append(j2 > writer_j)
+        cond.append(self.enc.int_term(other.coords[0], env) == self.enc.int_term(load.coords[0], reader.env))
+        return z3.And(*cond)
+
+    def writer(self, reader: Instance, load_stmt: int, sa: int, carrier: int,
+               dist1: int) -> tuple[Instance, list[z3.BoolRef]]:
+        """The instance of the store that wrote what `reader` loads, for one reaching_store row."""
+        store = self.view.accesses[sa]
+        space = self.view.buffers[store.buffer][0]
+        reader_loops = set(self.view.enclosing_loops(load_stmt))
+        outer = set(self.view.enclosing_loops(carrier)) if carrier else set()
+        given: dict[int, z3.ExprRef] = {}
+        cons: list[z3.BoolRef] = []
+        distance = None
+        for h in self.view.enclosing_loops(store.stmt):
+            if h in reader_loops and (carrier == 0 or h in outer):
+                given[h] = reader.env[f"loop:{h}"]
+            elif h == carrier:
+                distance = self.enc.int_var(self.enc.fresh(f"dist_{sa}_{h}_"))
+                step = self.enc.nodes[self.view.loops[h].step].value
+                given[h] = reader.env[f"loop:{h}"] - distance * step
+                cons += [distance >= 1] + ([distance == 1] if dist1 else [])
+        w = self.enc.new_instance(store.stmt, "w", share_block=reader if space != "global" else None,
+                                  share_thread=reader if space == "local" else None, loops=given)
+        if carrier:
+            cons += self.enc.loop_range(carrier, given[carrier], w.env)
+        return w, cons + w.constraints
+
+    # --------------------------------------------------- matrix instructions
+    def operand_instance(self, site: Instance, stmt: int, instr: Instruction, role: str) -> tuple[Instance, z3.ArithRef,
+                                                                                                    z3.ArithRef]:
+        """An instance of the instruction's statement for one (lane, value slot) of an operand."""
+        g = instr.group_size
+        group = self.enc.linear_thread(site) / g
+        inst = self.enc.new_instance(stmt, role, share_block=site, loops={
+            h: site.env[f"loop:{h}"] for h in self.view.enclosing_loops(stmt)}, with_guards=False)
+        lane, slot = self.enc.int_var(self.enc.fresh(f"{role}.lane")), inst.env["slot"]
+        self.enc.set_linear_thread(inst, group * g + lane)
+        spec = getattr(instr, role)
+        inst.constraints = [lane >= 0, lane < g, slot >= 0, slot < spec.values]
+        self.enc.set_range(lane, 0, g - 1)
+        self.enc.set_range(slot, 0, spec.values - 1)
+        inst.env["lane"] = lane
+        return inst, lane, slot
+
+    def mma_result(self, vid: int, stmt: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        instr = INSTRUCTIONS[self.view.mma[stmt][0]]
+        va, vb, _vc = self.view.value_args[vid]
+        lane = self.enc.linear_thread(inst) % instr.group_size
+        row = eval_map(instr.c.row, lane, inst.env["slot"])
+        col = eval_map(instr.c.col, lane, inst.env["slot"])
+        a_inst, la, sa_ = self.operand_instance(inst, stmt, instr, "a")
+        b_inst, lb, sb_ = self.operand_instance(inst, stmt, instr, "b")
+        cons = a_inst.constraints + b_inst.constraints + [
+            eval_map(instr.a.row, la, sa_) == row, eval_map(instr.b.col, lb, sb_) == col]
+        out = []
+        for a in self.value(va, a_inst, seen):
+            for b in self.value(vb, b_inst, seen):
+                mma_steps = [Step("mma-operand", -1, stmt, "A", a_inst, "A operand")] + a.chain + [
+                    Step("mma-operand", -1, stmt, "B", b_inst, "B operand")] + b.chain
+                unknown = a.unknown or b.unknown
+                if a.tag is None or b.tag is None or not a.tag or not b.tag:
+                    out.append(Alt(None, "", [], cons + a.constraints + b.constraints, mma_steps, unknown))
+                    continue
+                tag = list(a.tag[:-1]) + [b.tag[-1]]
+                coords = [as_int(row), as_int(col)]
+                out.append(Alt(tag, f"{instr.name}({a.tag_name}, {b.tag_name})", coords,
+                               cons + a.constraints + b.constraints, mma_steps, unknown))
+        return out

@@ -1,0 +1,183 @@
+"""Range-aware normalisation of integer `div`/`mod` by positive constants in Z3 formulas.
+
+Why: thread and lane decompositions (`tid // 64`, `(w * 64 + lane) % 128`), copy mappings
+(`(e // 2 * 128 + t) * 2 + e % 2`) and operand maps nest div/mod many levels deep. Z3's
+arithmetic solver treats each one as a fresh quotient/remainder pair and branches on them, so a
+proof that is pure index algebra can take seconds. Most of those terms are simple once the ranges
+of thread, lane, slot and loop variables are known: `(64 * q + lane) // 64 == q` when
+`0 <= lane < 64`. This module rewrites a formula bottom-up with the rules polyhedral compilers
+use for quasi-affine expressions (isl, MLIR affine, TVM's arith analyser):
+
+* `(c*Q + R) // c == Q + R // c` and `(c*Q + R) % c == R % c` (multiples of c leave the remainder);
+* `R // c == j` and `R % c == R - j*c` when R lies in one interval [j*c, (j+1)*c);
+* `(g*S + B) // c == S // (c/g)` and `(g*S + B) % c == g * (S % (c/g)) + B` when g divides c and
+  0 <= B < g (a small, aligned remainder never crosses a multiple of g);
+* `(x // a) // b == x // (a*b)` and `(x % a) % b == x % b` when b divides a.
+
+Each rule is an identity of integer arithmetic given the variable ranges; the ranges used are
+returned so the caller asserts them (they hold for every execution: a thread id, lane, slot or
+loop counter is in its range by definition), which keeps the rewrite an equivalence.
+"""
+from __future__ import annotations
+
+import z3
+
+Interval = tuple[int, int]
+Linear = tuple[dict[int, tuple[z3.ArithRef, int]], int]  # atom id -> (atom, coefficient), constant
+
+
+class DivModSimplifier:
+    """One per query: memoises rewritten terms and records which ranged variables were relied on."""
+
+    def __init__(self, ranges: dict[int, Interval], ctx: z3.Context):
+        self.ranges = ranges
+        self.ctx = ctx
+        self.used: dict[int, z3.ArithRef] = {}  # ranged variables whose range a rewrite relied on
+        # keyed by AST id; each entry keeps its key term alive, or Z3 could reuse the id for a
+        # new term once the caller drops the old one
+        self._memo: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
+        self._intervals: dict[int, tuple[z3.ExprRef, Interval | None]] = {}
+
+    # --------------------------------------------------------------- public
+    def formula(self, f: z3.ExprRef) -> z3.ExprRef:
+        return self._rewrite(f)
+
+    def range_constraints(self) -> list[z3.BoolRef]:
+        out = []
+        for key, var in self.used.items():
+            lo, hi = self.ranges[key]
+            out += [var >= lo, var <= hi]
+        return out
+
+    # --------------------------------------------------------------- rewrite
+    def _rewrite(self, t: z3.ExprRef) -> z3.ExprRef:
+        key = t.get_id()
+        if key in self._memo:
+            return self._memo[key][1]
+        r = t
+        if z3.is_app(t) and t.num_args() > 0 and not z3.is_quantifier(t):
+            args = [self._rewrite(t.arg(i)) for i in range(t.num_args())]
+            k = t.decl().kind()
+            if k in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) and z3.is_int_value(args[1]) and args[1].as_long() > 0:
+                r = self._divmod(k == z3.Z3_OP_IDIV, args[0], args[1].as_long())
+            elif any(not a.eq(t.arg(i)) for i, a in enumerate(args)):
+                r = t.decl()(*args)
+        self._memo[key] = (t, r)
+        return r
+
+    def _divmod(self, is_div: bool, x: z3.ArithRef, c: int) -> z3.ArithRef:
+        if c == 1:
+            return x if is_div else self._int(0)
+        terms, const = self._linear(x)
+        # nested division / modulo of a single atom
+        if not terms or (len(terms) == 1 and const == 0 and next(iter(terms.values()))[1] == 1):
+            inner = next(iter(terms.values()))[0] if terms else None
+            if inner is not None and z3.is_app(inner) and inner.num_args() == 2 and z3.is_int_value(inner.arg(1)):
+                a = inner.arg(1).as_long()
+                k = inner.decl().kind()
+                if is_div and k == z3.Z3_OP_IDIV and a > 0:
+                    return self._divmod(True, inner.arg(0), a * c)
+                if not is_div and k == z3.Z3_OP_MOD and a > 0 and a % c == 0:
+                    return self._divmod(False, inner.arg(0), c)
+        # multiples of c leave the remainder
+        big = {k: (atom, a // c) for k, (atom, a) in terms.items() if a % c == 0}
+        rest = {k: v for k, v in terms.items() if k not in big}
+        quotient, const = divmod(const, c)
+        if big or quotient:
+            r = self._divmod(is_div, self._build(rest, const), c)
+            if not is_div:
+                return r
+            if z3.is_int_value(r):
+                return self._build(big, quotient + r.as_long())
+            return self._build(big, quotient) + r
+        # the remainder stays inside one multiple of c
+        iv = self._interval_linear(rest, const)
+        if iv is not None and iv[0] // c == iv[1] // c:
+            j = iv[0] // c
+            return self._int(j) if is_div else self._build(rest, const - j * c)
+        # an aligned part and a small remainder: (g*S + B) with 0 <= B < g, g | c
+        for g in sorted((d for d in range(2, c) if c % d == 0), reverse=True):
+            aligned = {k: (atom, a // g) for k, (atom, a) in rest.items() if a % g == 0}
+            small = {k: v for k, v in rest.items() if k not in aligned}
+            if not aligned:
+                continue
+            biv = self._interval_linear(small, const)
+            if biv is not None and biv[0] >= 0 and biv[1] < g:
+                s = self._build(aligned, 0)
+                if is_div:
+                    return self._divmod(True, s, c // g)
+                return self._divmod(False, s, c // g) * g + self._build(small, const)
+        rebuilt = self._build(rest, const)
+        return rebuilt / c if is_div else rebuilt % c
+
+    # --------------------------------------------------------------- linear forms
+    def _linear(self, t: z3.ArithRef) -> Linear:
+        """t as sum(coefficient * atom) + constant; atoms are the non-linear subterms."""
+        if z3.is_int_value(t):
+            return {}, t.as_long()
+        k = t.decl().kind() if z3.is_app(t) else None
+        if k == z3.Z3_OP_ADD or k == z3.Z3_OP_SUB:
+            parts = [self._linear(t.arg(i)) for i in range(t.num_args())]
+            terms, const = dict(parts[0][0]), parts[0][1]
+            sign = -1 if k == z3.Z3_OP_SUB else 1
+            for p_terms, p_const in parts[1:]:
+                const += sign * p_const
+                for key, (atom, a) in p_terms.items():
+                    terms[key] = (atom, terms.get(key, (atom, 0))[1] + sign * a)
+            return {key: v for key, v in terms.items() if v[1] != 0}, const
+        if k == z3.Z3_OP_UMINUS:
+            terms, const = self._linear(t.arg(0))
+            return {key: (atom, -a) for key, (atom, a) in terms.items()}, -const
+        if k == z3.Z3_OP_MUL and t.num_args() == 2:
+            for i in (0, 1):
+                if z3.is_int_value(t.arg(i)):
+                    f = t.arg(i).as_long()
+                    terms, const = self._linear(t.arg(1 - i))
+                    return {key: (atom, a * f) for key, (atom, a) in terms.items() if a * f != 0}, const * f
+        return {t.get_id(): (t, 1)}, 0
+
+    def _build(self, terms: dict[int, tuple[z3.ArithRef, int]], const: int) -> z3.ArithRef:
+        parts = [atom if a == 1 else atom * a for atom, a in terms.values()]
+        if const or not parts:
+            parts.append(self._int(const))
+        return parts[0] if len(parts) == 1 else z3.Sum(parts)
+
+    def _int(self, v: int) -> z3.ArithRef:
+        return z3.IntVal(v, self.ctx)
+
+    # --------------------------------------------------------------- intervals
+    def _interval_linear(self, terms: dict[int, tuple[z3.ArithRef, int]], const: int) -> Interval | None:
+        lo = hi = const
+        for atom, a in terms.values():
+            iv = self.interval(atom)
+            if iv is None:
+                return None
+            lo += min(a * iv[0], a * iv[1])
+            hi += max(a * iv[0], a * iv[1])
+        return lo, hi
+
+    def interval(self, t: z3.ArithRef) -> Interval | None:
+        """Known bounds of an integer term from the variable ranges (None when unbounded)."""
+        key = t.get_id()
+        if key in self._intervals:
+            return self._intervals[key][1]
+        r: Interval | None = None
+        if z3.is_int_value(t):
+            r = (t.as_long(), t.as_long())
+        elif z3.is_const(t):
+            r = self.ranges.get(key)
+            if r is not None:
+                self.used[key] = t
+        elif z3.is_app(t) and t.num_args() == 2 and z3.is_int_value(t.arg(1)) and t.arg(1).as_long() > 0:
+            c, k = t.arg(1).as_long(), t.decl().kind()
+            inner = self.interval(t.arg(0)) if k in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) else None
+            if k == z3.Z3_OP_IDIV and inner is not None:
+                r = (inner[0] // c, inner[1] // c)
+            elif k == z3.Z3_OP_MOD:
+                r = inner if inner is not None and inner[0] >= 0 and inner[1] < c else (0, c - 1)
+        if r is None and z3.is_app(t) and z3.is_arith(t):
+            terms, const = self._linear(t)
+            if len(terms) != 1 or next(iter(terms.values()))[0].get_id() != key:
+                r = self._interval_linear(terms, const)
+        self._intervals[key] = (t, r)
+        return r

@@ -1,0 +1,347 @@
+"""Z3 encoding of the expression DAG and of dynamic instances (block, thread, loop iterations).
+
+Encoding (docs/smt.md): unbounded integers; `//` and `%` are Z3's div/mod, equal to Python's
+floor semantics for positive divisors (the only ones the front end produces for layouts and
+lane maps; symbolic divisors stay nonlinear). Shifts by constants are multiplications or
+divisions by powers of two; `^ & | ~` go through 32-bit two's-complement bit-vectors
+(Int2BV / BV2Int), exact for values in [-2^31, 2^31).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import z3
+
+from ..facts.view import KernelView
+from .divmod import DivModSimplifier
+
+BV_WIDTH = 32
+NORMALISE_DIVMOD = True  # bench/divmod.py turns it off to measure the normalisation's effect
+
+
+@dataclass
+class Instance:
+    """One dynamic execution of a statement: the Z3 variables that name it."""
+
+    label: str
+    stmt: int
+    env: dict[str, z3.ExprRef] = field(default_factory=dict)  # tid:d, bid:d, loop:h, slot
+    constraints: list[z3.BoolRef] = field(default_factory=list)
+
+    def var(self, name: str) -> z3.ExprRef:
+        return self.env[name]
+
+
+class Encoder:
+    """Builds Z3 terms for one kernel. Sizes (size:M ...) are shared by all instances."""
+
+    def __init__(self, view: KernelView):
+        self.view = view
+        self.nodes = view.kf.table.nodes
+        # A Z3 context per kernel: models (and so counterexamples) do not depend on which other
+        # kernels were checked before in the same process.
+        self.ctx = z3.Context()
+        self.sizes: dict[str, z3.ArithRef] = {}
+        self._counter = itertools.count()
+        self.ranges: dict[int, tuple[int, int]] = {}  # z3 ast id of a variable -> known [lo, hi]
+        self._ranged: list[z3.ArithRef] = []  # keeps those variables alive: Z3 reuses freed ids
+        self.side: list[z3.BoolRef] = []  # definitional constraints of bit decompositions
+        self._bits: dict[int, list[z3.BoolRef]] = {}
+        self._functions: dict[str, z3.FuncDeclRef] = {}
+        self.index_reads: list[tuple[str, list[z3.ArithRef], z3.ArithRef]] = []  # of the last query_solver
+
+    def set_range(self, var: z3.ArithRef, lo: int, hi: int) -> None:
+        """Record that every execution keeps `var` in [lo, hi] (a thread id, lane, slot, loop counter)."""
+        self.ranges[var.get_id()] = (lo, hi)
+        self._ranged.append(var)
+
+    def int_var(self, name: str) -> z3.ArithRef:
+        return z3.Int(name, self.ctx)
+
+    def int_val(self, value: int) -> z3.ArithRef:
+        return z3.IntVal(value, self.ctx)
+
+    def bool_val(self, value: bool) -> z3.BoolRef:
+        return z3.BoolVal(value, self.ctx)
+
+    def solver(self, timeout_ms: int) -> z3.Solver:
+        s = z3.Solver(ctx=self.ctx)
+        s.set("timeout", timeout_ms)
+        return s
+
+    def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef]) -> z3.Solver:
+        """A solver holding the conjunction of `formulas`, div/mod normalised by variable ranges
+        (an equivalent formula; the ranges it relied on are asserted with it), plus the value
+        range and injectivity of every index-tensor read it contains (`index_reads`)."""
+        s = self.solver(timeout_ms)
+        if NORMALISE_DIVMOD:
+            simplifier = DivModSimplifier(self.ranges, self.ctx)
+            formulas = [simplifier.formula(f) for f in formulas] + simplifier.range_constraints()
+        s.add(*formulas)
+        self.index_reads = self._index_reads(formulas)
+        for name, args, app in self.index_reads:
+            lo, hi, injective = self.view.index_values[name]
+            s.add(app >= self.int_term(lo, {}), app < self.int_term(hi, {}))
+            if injective and len(args) == 1:
+                s.add(self._functions[f"uf:{name}:inv"](app) == args[0])
+        return s
+
+    def _index_reads(self, formulas: list[z3.BoolRef]) -> list[tuple[str, list[z3.ArithRef], z3.ArithRef]]:
+        """The index-tensor applications in the formulas: (tensor, arguments, application)."""
+        tensors = {self._functions[k].name(): k[3:] for k in self._functions if not k.endswith(":inv")}
+        if not tensors:
+            return []
+        seen: set[int] = set()
+        out = []
+        stack = list(formulas)
+        while stack:
+            t = stack.pop()
+            if t.get_id() in seen or not z3.is_app(t):
+                continue
+            seen.add(t.get_id())
+            if t.decl().name() in tensors and t.num_args() > 0:
+                out.append((tensors[t.decl().name()], [t.arg(i) for i in range(t.num_args())], t))
+            stack.extend(t.arg(i) for i in range(t.num_args()))
+        return out
+
+    def fresh(self, prefix: str) -> str:
+        """A variable-name prefix unique within this kernel (deterministic from run to run)."""
+        return f"{prefix}{next(self._counter)}"
+
+    # ------------------------------------------------------------ terms
+    def size(self, name: str) -> z3.ArithRef:
+        if name not in self.sizes:
+            self.sizes[name] = z3.Int(name.split(":", 1)[1], self.ctx)
+        return self.sizes[name]
+
+    def term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ExprRef:
+        memo: dict[int, z3.ExprRef] = {}
+        return self._term(eid, env, memo)
+
+    def int_term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ArithRef:
+        return as_int(self.term(eid, env))
+
+    def bool_term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.BoolRef:
+        return as_bool(self.term(eid, env))
+
+    def interval(self, term: z3.ExprRef) -> tuple[int, int] | None:
+        """Known bounds of a term: constants, ranged variables, and linear forms, `//` and `%`
+        by constants over them (the same analysis the div/mod normalisation uses)."""
+        return DivModSimplifier(self.ranges, self.ctx).interval(term)
+
+    def side_snapshot(self) -> tuple[list[z3.BoolRef], dict[int, list[z3.BoolRef]]]:
+        return list(self.side), dict(self._bits)
+
+    def restore_side(self, snapshot: tuple[list[z3.BoolRef], dict[int, list[z3.BoolRef]]]) -> None:
+        """Forget bit decompositions made since the snapshot (they are per obligation)."""
+        self.side, self._bits = list(snapshot[0]), dict(snapshot[1])
+
+    def bits_of(self, term: z3.ArithRef, width: int) -> list[z3.BoolRef]:
+        """Boolean bits of a term known to lie in [0, 2^width): term == sum(bit_i * 2^i)."""
+        key = term.get_id()
+        if key not in self._bits:
+            bits = [z3.Bool(self.fresh("bit"), self.ctx) for _ in range(width)]
+            self.side.append(term == z3.Sum([z3.If(b, 2 ** i, 0) for i, b in enumerate(bits)]))
+            self._bits[key] = bits
+        return self._bits[key]
+
+    def _bitwise(self, op: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef | None:
+        """`^ & |` on small non-negative operands as Boolean bits (much faster than Int2BV)."""
+        ia, ib = self.interval(a), self.interval(b)
+        if ia is None or ib is None or ia[0] < 0 or ib[0] < 0 or max(ia[1], ib[1]) >= 1 << 16:
+            return None
+        width = max(1, max(ia[1], ib[1]).bit_length())
+        if op == "and" and ib[0] == ib[1]:  # a mask: no bits needed for the constant
+            bits = self.bits_of(a, width)
+            return z3.Sum([z3.If(bits[i], 2 ** i, 0) for i in range(width) if (ib[0] >> i) & 1] or
+                          [z3.IntVal(0, self.ctx)])
+        xa, xb = self.bits_of(a, width), self.bits_of(b, width)
+        f = {"xor": z3.Xor, "and": z3.And, "or": z3.Or}[op]
+        return z3.Sum([z3.If(f(xa[i], xb[i]), 2 ** i, 0) for i in range(width)])
+
+    def _term(self, eid: int, env, memo) -> z3.ExprRef:
+        if eid in memo:
+            return memo[eid]
+        n = self.nodes[eid]
+        if n.op == "const":
+            r: z3.ExprRef = z3.IntVal(n.value, self.ctx)
+        elif n.op == "uf":
+            r = self._uf(n.name, [as_int(self._term(a, env, memo)) for a in n.args])
+        elif n.op == "sym":
+            if n.name.startswith("size:"):
+                r = self.size(n.name)
+            elif n.name in env:
+                r = env[n.name]
+            else:
+                raise KeyError(f"symbol {n.name} has no value in this context")
+        else:
+            args = [self._term(a, env, memo) for a in n.args]
+            r = None
+            if n.op in ("xor", "and", "or"):
+                r = self._bitwise(n.op, as_int(args[0]), as_int(args[1]))
+            if r is None:
+                r = _apply(n.op, args, [self.nodes[a] for a in n.args])
+        memo[eid] = r
+        return r
+
+    def _uf(self, name: str, args: list[z3.ArithRef]) -> z3.ArithRef:
+        """An index tensor read: an uninterpreted function of the coordinates. Its declared value
+        range, and for a permutation injectivity (through an inverse function), are added by
+        `query_solver` for every application a query contains (terms are shared between queries,
+        so constraints attached at construction time would be lost or leak)."""
+        key = f"uf:{name}"
+        if key not in self._functions:
+            sorts = [z3.IntSort(self.ctx)] * len(args)
+            self._functions[key] = z3.Function(f"{name}", *sorts, z3.IntSort(self.ctx))
+            self._functions[key + ":inv"] = z3.Function(f"{name}_inverse", z3.IntSort(self.ctx), z3.IntSort(self.ctx))
+        return self._functions[key](*args)
+
+    # -------------------------------------------------------- instances
+    def base_constraints(self) -> list[z3.BoolRef]:
+        """Assumptions over sizes; they mention no thread or loop variable."""
+        return [self.bool_term(e, {}) for e in self.view.assumptions]
+
+    def block_dims(self) -> list[int]:
+        out = []
+        for _g, b in self.view.launch:
+            node = self.nodes[b]
+            out.append(node.value if node.op == "const" else 1)
+        return out
+
+    def block_size(self) -> int:
+        total = 1
+        for d in self.block_dims():
+            total *= d
+        return total
+
+    def new_instance(self, stmt: int, label: str, *, share_block: Instance | None = None,
+                     share_thread: Instance | None = None, loops: dict[int, z3.ExprRef] | None = None,
+                     with_guards: bool = True) -> Instance:
+        """Fresh variables for a statement execution, constrained to the launch and loop ranges."""
+        tag = self.fresh(label)
+        inst = Instance(label, stmt)
+        for d, (grid, _block) in enumerate(self.view.launch):
+            if share_block is not None:
+                inst.env[f"bid:{d}"] = share_block.env[f"bid:{d}"]
+            elif self.nodes[grid].op == "const" and self.nodes[grid].value == 1:
+                inst.env[f"bid:{d}"] = self.int_val(0)
+            else:
+                b = self.int_var(f"{tag}.bid{d}")
+                inst.env[f"bid:{d}"] = b
+                inst.constraints += [b >= 0, b < self.int_term(grid, {})]
+        for d, extent in enumerate(self.block_dims()):
+            if share_thread is not None:
+                inst.env[f"tid:{d}"] = share_thread.env[f"tid:{d}"]
+            elif extent == 1:
+                inst.env[f"tid:{d}"] = self.int_val(0)
+            else:
+                t = self.int_var(f"{tag}.tid{d}")
+                inst.env[f"tid:{d}"] = t
+                inst.constraints += [t >= 0, t < extent]
+                self.set_range(t, 0, extent - 1)
+        given = loops or {}
+        for h in self.view.enclosing_loops(stmt):
+            info = self.view.loops[h]
+            if h in given:
+                inst.env[f"loop:{h}"] = given[h]
+                continue
+            x = self.int_var(f"{tag}.{info.var}")
+            inst.env[f"loop:{h}"] = x
+            inst.constraints += self.loop_range(h, x, inst.env)
+            lo, hi = self.nodes[info.lo], self.nodes[info.hi]
+            if lo.op == "const" and hi.op == "const":
+                self.set_range(x, lo.value, hi.value - 1)
+        inst.env["slot"] = self.int_var(f"{tag}.slot")
+        if stmt in self.view.slot_range:  # an ldmatrix: its load is one per register slot
+            inst.constraints += [inst.env["slot"] >= 0, inst.env["slot"] < self.view.slot_range[stmt]]
+            self.set_range(inst.env["slot"], 0, self.view.slot_range[stmt] - 1)
+        if with_guards:
+            for cond, pol in self.view.all_guards(stmt):
+                c = self.bool_term(cond, inst.env)
+                inst.constraints.append(c if pol else z3.Not(c))
+        return inst
+
+    def loop_range(self, header: int, x: z3.ArithRef, env: dict[str, z3.ExprRef]) -> list[z3.BoolRef]:
+        info = self.view.loops[header]
+        lo, hi = self.int_term(info.lo, env), self.int_term(info.hi, env)
+        step = self.nodes[info.step].value
+        out = [x >= lo, x < hi]
+        if step != 1:
+            out.append((x - lo) % step == 0)
+        return out
+
+    def linear_thread(self, inst: Instance) -> z3.ArithRef:
+        dims = self.block_dims()
+        total: z3.ArithRef = self.int_val(0)
+        for d in reversed(range(len(dims))):
+            total = total * dims[d] + inst.env[f"tid:{d}"]
+        return total
+
+    def set_linear_thread(self, inst: Instance, linear: z3.ArithRef) -> None:
+        """Replace an instance's thread ids by the decomposition of a linear id."""
+        rest = linear
+        for d, extent in enumerate(self.block_dims()):
+            inst.env[f"tid:{d}"] = rest % extent if extent > 1 else self.int_val(0)
+            rest = rest / extent
+
+
+def as_int(x: z3.ExprRef) -> z3.ArithRef:
+    return z3.If(x, z3.IntVal(1, x.ctx), z3.IntVal(0, x.ctx)) if z3.is_bool(x) else x
+
+
+def as_bool(x: z3.ExprRef) -> z3.BoolRef:
+    return x if z3.is_bool(x) else x != 0
+
+
+def _bv(x: z3.ExprRef) -> z3.BitVecRef:
+    return z3.Int2BV(as_int(x), BV_WIDTH)
+
+
+def _int(b: z3.BitVecRef) -> z3.ArithRef:
+    return z3.BV2Int(b, is_signed=True)
+
+
+def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
+    if op in ("land", "lor"):
+        a, b = as_bool(args[0]), as_bool(args[1])
+        return z3.And(a, b) if op == "land" else z3.Or(a, b)
+    if op == "lnot":
+        return z3.Not(as_bool(args[0]))
+    xs = [as_int(a) for a in args]
+    if op == "add":
+        return xs[0] + xs[1]
+    if op == "sub":
+        return xs[0] - xs[1]
+    if op == "mul":
+        return xs[0] * xs[1]
+    if op == "floordiv":
+        return xs[0] / xs[1]
+    if op == "mod":
+        return xs[0] % xs[1]
+    if op == "neg":
+        return -xs[0]
+    if op in ("shl", "shr") and nodes[1].op == "const" and nodes[1].value >= 0:
+        factor = 2 ** nodes[1].value
+        return xs[0] * factor if op == "shl" else xs[0] / factor
+    if op == "shl":
+        return _int(_bv(xs[0]) << _bv(xs[1]))
+    if op == "shr":
+        return _int(_bv(xs[0]) >> _bv(xs[1]))
+    if op == "xor":
+        return _int(_bv(xs[0]) ^ _bv(xs[1]))
+    if op == "and":
+        return _int(_bv(xs[0]) & _bv(xs[1]))
+    if op == "or":
+        return _int(_bv(xs[0]) | _bv(xs[1]))
+    if op == "bnot":
+        return -xs[0] - 1
+    if op == "min":
+        return z3.If(xs[0] <= xs[1], xs[0], xs[1])
+    if op == "max":
+        return z3.If(xs[0] >= xs[1], xs[0], xs[1])
+    cmp = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+           "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+    if op in cmp:
+        return cmp[op](xs[0], xs[1])
+    raise ValueError(f"no Z3 encoding for operator {op}")

@@ -1,0 +1,485 @@
+"""Obligations -> Z3 queries -> verdicts with concrete counterexamples.
+
+One query per (obligation, lhs chain, rhs chain). SAT gives a model, read back into a
+Counterexample; UNSAT for every chain pair proves the obligation; `unknown` (timeout, or a
+chain that could not be followed) makes it UNKNOWN, never VERIFIED.
+"""
+from __future__ import annotations
+
+import time
+
+import z3
+
+from ..facts.view import KernelView
+from ..hw.instructions import INSTRUCTIONS
+from ..report.model import ChainPoint, Counterexample, Finding, Location, Side, Verdict
+from .access_queries import BANKS, AccessQueries
+from .chains import Alt, Expander, Step, eval_map
+from .query import Query
+from .smt import Encoder, Instance, as_bool
+
+STRUCTURAL_REASONS = {
+    "lhs-untagged": "the left-hand value has no tagged source (its tag is Top): tag the tensor it comes from",
+    "rhs-untagged": "the right-hand value has no tagged source (its tag is Top): tag the tensor it comes from",
+    "lhs-mixed": "the left-hand value combines several tagged values, so it has no single tag (Top)",
+    "rhs-mixed": "the right-hand value combines several tagged values, so it has no single tag (Top)",
+    "a-untagged": "the A operand has no tagged source (Top) while B has one: tag A's source tensor",
+    "b-untagged": "the B operand has no tagged source (Top) while A has one: tag B's source tensor",
+    "no-tags": "neither operand carries tags, so the pairing cannot be checked: tag the source tensors",
+    "stored-untagged": "the stored value has no tagged source (Top), so it cannot be the element the buffer's tag names",
+    "stored-mixed": "the stored value combines several tagged values, so it has no single tag (Top)",
+}
+
+SMALL_SIZES = (64, 512)  # counterexamples are re-solved with every size at most this, smallest first
+SMALL_MODEL_MS = 2000  # a preference, not a proof: each re-solve gets at most this long
+
+# relations whose counterexample names two accesses (or two executions) instead of a tag pair
+ACCESS_RELATIONS = {
+    "stored_tag": "the stored value's tag equals the buffer's tag at the store coordinates",
+    "write_once": "no two store instances write the same output element",
+    "write_count": "the number of store instances equals the number of output elements",
+    "raw_race": "a store and a later load of the same element by different threads are ordered by a barrier",
+    "war_race": "a load and a later store of the same element by different threads are ordered by a barrier",
+    "async_exposed": "an async copy is waited for (and published by a barrier) before its data is read",
+    "k_distinct": "each K tag is accumulated into an accumulator element at most once",
+    "bank_conflicts": "the lanes of one access phase touch different words of one bank",
+    "broadcast": "a row statistic is combined with a value of its own row (tag prefix)",
+    "stat_eq": "two row statistics combined belong to the same row",
+    "reduce_uniform": "a lane reduction combines elements of one row only",
+}
+KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds"} | set(ACCESS_RELATIONS)
+
+
+class KernelSolver:
+    def __init__(self, view: KernelView, derived: dict[str, list[tuple]], metadata: dict[str, dict[str, str]],
+                 timeout_s: float, violation_sets: bool = True):
+        self.violation_sets = violation_sets
+        self.view = view
+        self.enc = Encoder(view)
+        self.expander = Expander(view, self.enc, derived)
+        self.access = AccessQueries(view, self.enc, self.expander, derived)
+        self.derived = derived
+        self.metadata = metadata
+        self.timeout_ms = max(1, int(timeout_s * 1000))
+        self.base = self.enc.base_constraints()
+        self._base_side = self.enc.side_snapshot()
+
+    # ----------------------------------------------------------- findings
+    def findings(self) -> list[Finding]:
+        out: list[Finding] = []
+        for _k, site, inv, reason in self.derived.get("structural", []):
+            out.append(self._finding(inv, site, Verdict.VIOLATION, STRUCTURAL_REASONS.get(reason, reason),
+                                     reason=STRUCTURAL_REASONS.get(reason, reason)))
+        for _k, site, inv, reason in self.derived.get("unchecked", []):
+            out.append(self._finding(inv, site, Verdict.UNKNOWN, STRUCTURAL_REASONS.get(reason, reason),
+                                     reason=STRUCTURAL_REASONS.get(reason, reason)))
+        for _k, site, inv, relation, lhs, rhs in self.derived.get("obligation", []):
+            out.append(self.discharge(site, inv, relation, lhs, rhs))
+        out.sort(key=lambda f: (f.location.line, f.location.col, f.invariant))
+        return out
+
+    def _finding(self, inv: str, site: int, verdict: Verdict, message: str, **kw) -> Finding:
+        meta = self.metadata.get(inv, {})
+        span = self.view.span(site)
+        loc = Location(span.path, span.line, span.col, span.end_line, span.end_col)
+        return Finding(inv, meta.get("title", inv), meta.get("severity", "error"), verdict, loc, message, **kw)
+
+    def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
+        started = time.perf_counter()
+        # bit decompositions are per obligation: carrying every earlier one into later queries
+        # (hundreds with swizzled layouts and kill instantiations) slows each query down
+        self.enc.restore_side(self._base_side)
+        if relation not in KNOWN_RELATIONS:
+            why = f"unknown obligation relation '{relation}' (known: {', '.join(sorted(KNOWN_RELATIONS))})"
+            return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
+        queries = self._queries(site, relation, lhs, rhs)
+        unknown_reasons: list[str] = []
+        count = 0
+        for q in queries:
+            reason = q.unknown or q.lhs.unknown or q.rhs.unknown
+            if reason:
+                unknown_reasons.append(reason)
+                continue
+            count += 1
+            solver = self.enc.query_solver(self.timeout_ms, [*self.base, *q.constraints, q.violated, *self.enc.side])
+            result = solver.check()
+            if result == z3.sat:
+                model = self._small_model(solver)
+                cex = self._counterexample(model, q, relation)
+                cex.index_tables = self._index_tables(_Evaluator(model))
+                ms = (time.perf_counter() - started) * 1000
+                finding = self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex),
+                                        counterexample=cex, queries=count, solver_ms=ms)
+                if self.violation_sets and finding.severity == "error" and relation not in ("write_count",):
+                    finding.violation_set = self._violation_set(q, relation)
+                return finding
+            if result == z3.unknown:
+                unknown_reasons.append(f"solver returned unknown ({solver.reason_unknown()})")
+        ms = (time.perf_counter() - started) * 1000
+        if unknown_reasons:
+            why = "; ".join(sorted(set(unknown_reasons)))
+            return self._finding(inv, site, Verdict.UNKNOWN, f"could not be proved or refuted: {why}", reason=why,
+                                 queries=count, solver_ms=ms)
+        return self._finding(inv, site, Verdict.VERIFIED, "proved for every block, thread, iteration and value",
+                             queries=count, solver_ms=ms)
+
+    def _index_tables(self, ev: "_Evaluator") -> dict[str, list[list[int]]]:
+        """The routing-table entries the counterexample relies on: [coordinates..., value] per
+        index-tensor read of the query (the replay runs the simulator on tables holding them)."""
+        out: dict[str, set[tuple[int, ...]]] = {}
+        for name, args, app in self.enc.index_reads:
+            out.setdefault(name, set()).add((*(ev(a) for a in args), ev(app)))
+        return {name: [list(e) for e in sorted(entries)] for name, entries in sorted(out.items())}
+
+    def _small_model(self, solver: z3.Solver) -> z3.ModelRef:
+        """Prefer a counterexample at sizes that are quick to read and to replay: every size <= 64
+        when possible, else <= 512, else the first model."""
+        model = solver.model()
+        solver.set("timeout", min(self.timeout_ms, SMALL_MODEL_MS))
+        for bound in SMALL_SIZES if self.enc.sizes else ():
+            solver.push()
+            solver.add(*[v <= bound for v in self.enc.sizes.values()])
+            found = solver.check() == z3.sat
+            if found:
+                model = solver.model()
+            solver.pop()
+            if found:
+                break
+        return model
+
+    # ------------------------------------------------------------ queries
+    def _queries(self, site: int, relation: str, lhs: int, rhs: int) -> list[Query]:
+        if relation == "k_pairing":
+            return self._k_pairing(site, lhs, rhs)
+        if relation == "in_bounds":
+            return self._in_bounds(site, lhs)
+        builders = {
+            "stored_tag": lambda: self.access.stored_tag(site, lhs),
+            "write_once": lambda: self.access.write_once(lhs, rhs),
+            "write_count": lambda: self.access.write_count(site, lhs),
+            "raw_race": lambda: self.access.raw_race(lhs, rhs),
+            "war_race": lambda: self.access.war_race(lhs, rhs),
+            "async_exposed": lambda: self.access.async_exposed(lhs, rhs),
+            "k_distinct": lambda: self.access.k_distinct(site, lhs),
+            "bank_conflicts": lambda: self.access.bank_conflicts(lhs),
+            "broadcast": lambda: self.access.broadcast(site, lhs, rhs),
+            "stat_eq": lambda: self.access.broadcast(site, lhs, rhs, same_length=True),
+            "reduce_uniform": lambda: self.access.reduce_uniform(site, lhs, rhs),
+        }
+        if relation in builders:
+            return builders[relation]()
+        inst = self.enc.new_instance(site, "u")
+        rel_eid = self.view.assert_rel.get(site)
+        out = []
+        for left in self.expander.value(lhs, inst):
+            for right in self.expander.value(rhs, inst):
+                violated = self._negated_relation(relation, left.tag, right.tag, rel_eid, inst)
+                out.append(Query(inst.constraints + left.constraints + right.constraints, violated, left, right,
+                                 inst, inst, inst, {}))
+        return out
+
+    def _negated_relation(self, relation: str, lt, rt, rel_eid: int | None, inst: Instance) -> z3.BoolRef:
+        if lt is None or rt is None:
+            return self.enc.bool_val(True)  # an untagged (Top) value reaches the use on this path
+        if relation == "eq":
+            if len(lt) != len(rt):
+                return self.enc.bool_val(True)
+            return z3.Or(*[a != b for a, b in zip(lt, rt)]) if lt else self.enc.bool_val(False)
+        assert rel_eid is not None
+        env = dict(inst.env)
+        for prefix, tag in (("lhs", lt), ("rhs", rt)):
+            for i, t in enumerate(tag):
+                env[f"{prefix}:{i}"] = t
+                env[f"{prefix}:{i - len(tag)}"] = t
+        try:
+            return z3.Not(as_bool(self.enc.term(rel_eid, env)))
+        except KeyError:
+            return self.enc.bool_val(True)  # the relation names a component the tag does not have
+
+    def _in_bounds(self, site: int, aid: int) -> list[Query]:
+        acc = self.view.accesses[aid]
+        inst = self.enc.new_instance(site, "u")
+        coords = [self.enc.int_term(c, inst.env) for c in acc.coords]
+        extents = [self.enc.int_term(e, inst.env) for e in self.view.dims[acc.buffer]]
+        outside = z3.Or(*[z3.Or(c < 0, c >= e) for c, e in zip(coords, extents)])
+        step = Step("load" if acc.kind == "load" else "store", aid, acc.stmt, acc.buffer, inst)
+        index = Alt([], "", coords, [], [step])
+        shape = Alt([], "", extents, [], [])
+        return [Query(inst.constraints, outside, index, shape, inst, inst, inst, {})]
+
+    def _k_pairing(self, site: int, va: int, vb: int) -> list[Query]:
+        instr = INSTRUCTIONS[self.view.mma[site][0]]
+        base = self.enc.new_instance(site, "u")
+        a_inst, la, sa = self.expander.operand_instance(base, site, instr, "a")
+        b_inst, lb, sb = self.expander.operand_instance(base, site, instr, "b")
+        k_a, k_b = eval_map(instr.a.col, la, sa), eval_map(instr.b.row, lb, sb)
+        pairing = [k_a == k_b]
+        extras = {"k": k_a, "row": eval_map(instr.a.row, la, sa), "col": eval_map(instr.b.col, lb, sb),
+                  "lane_a": la, "lane_b": lb, "slot_a": sa, "slot_b": sb}
+        out = []
+        for left in self.expander.value(va, a_inst):
+            for right in self.expander.value(vb, b_inst):
+                if left.tag is None or right.tag is None:
+                    violated = self.enc.bool_val(True)
+                else:
+                    ka = left.tag[-1]
+                    kb = right.tag[-2] if len(right.tag) >= 2 else right.tag[0]
+                    violated = ka != kb
+                cons = base.constraints + a_inst.constraints + b_inst.constraints + pairing
+                out.append(Query(cons + left.constraints + right.constraints, violated, left, right, base, a_inst,
+                                 b_inst, extras))
+        return out
+
+    def _violation_set(self, q: Query, relation: str) -> dict | None:
+        """The exact set of violating (lane, value) / (thread, value) points, on one path."""
+        from .violation_set import Var, describe, enumerate_points
+
+        if relation == "k_pairing":
+            instr = INSTRUCTIONS[self.view.mma[q.site.stmt][0]]
+            variables = [Var("lane", q.extras["lane_a"], instr.group_size),
+                         Var("value", q.extras["slot_a"], instr.a.values)]
+        else:
+            variables = [Var("thread", self.enc.linear_thread(q.site), self.enc.block_size())]
+            reads = [s for s in q.lhs.chain[:1] + q.rhs.chain[:1]
+                     if s.access >= 0 and self.view.accesses[s.access].kind == "read_all"]
+            if reads and relation != "in_bounds":
+                size = self.enc.nodes[self.view.buffers[reads[0].buffer][1]].value
+                variables.append(Var("value", q.site.env["slot"], size))
+        solver = self.enc.query_solver(self.timeout_ms, [*self.base, *q.constraints, q.violated, *self.enc.side])
+        points, complete = enumerate_points(solver, variables)
+        return describe(points, variables, complete) if points else None
+
+    # ----------------------------------------------------- counterexample
+    def _counterexample(self, model: z3.ModelRef, q: Query, relation: str) -> Counterexample:
+        ev = _Evaluator(model)
+        site = q.site
+        dims = self.enc.block_dims()
+        thread = [ev(site.env[f"tid:{d}"]) for d in range(len(dims))]
+        linear = ev(self.enc.linear_thread(site))
+        g = self.view.group_size
+        sizes = {name.split(":", 1)[1]: ev(var) for name, var in sorted(self.enc.sizes.items())}
+        if relation in ACCESS_RELATIONS:
+            return self._access_counterexample(ev, q, relation, sizes)
+        if relation == "k_pairing":
+            lhs = self._side("A operand", q.lhs, q.lhs_inst, ev, ev(q.extras["lane_a"]), ev(q.extras["slot_a"]))
+            rhs = self._side("B operand", q.rhs, q.rhs_inst, ev, ev(q.extras["lane_b"]), ev(q.extras["slot_b"]))
+            lane, slot = lhs.lane, lhs.value_index
+            linear = ev(self.enc.linear_thread(q.lhs_inst))
+            thread = [ev(q.lhs_inst.env[f"tid:{d}"]) for d in range(len(dims))]
+            instr = {k: ev(q.extras[k]) for k in ("k", "row", "col")}
+            rel = "K tag of A (last component) == K tag of B (component before last)"
+        elif relation == "in_bounds":
+            acc = self.view.accesses[q.lhs.chain[0].access]
+            lhs = self._side(f"index into {acc.buffer}", q.lhs, site, ev, None, None)
+            lhs.kind = "index"
+            rhs = Side(f"shape of {acc.buffer}", None, None, [ev(c) for c in q.rhs.coords], "", [], [], "index")
+            lane, slot, instr = linear % g, None, {}
+            rel = "0 <= index < extent in every dimension"
+        else:
+            lane, slot = linear % g, ev(site.env["slot"])
+            uses_slot = any(self.view.accesses[s.access].kind == "read_all" for s in q.lhs.chain[:1] + q.rhs.chain[:1]
+                            if s.access >= 0)
+            slot = slot if uses_slot else None
+            lhs = self._side("lhs", q.lhs, site, ev, lane, slot)
+            rhs = self._side("rhs", q.rhs, site, ev, lane, slot)
+            instr = {}
+            rel = "tags equal" if relation == "eq" else "the assert_tag relation"
+        return Counterexample(
+            block=[ev(site.env[f"bid:{d}"]) for d in range(len(self.view.launch))],
+            thread=thread, thread_linear=linear, group_kind=self.view.group_kind, group_size=g,
+            group_index=linear // g, lane=linear % g, iterations=self._iterations(site, ev), value_index=slot,
+            sizes=sizes, lhs=lhs, rhs=rhs, relation=rel, instruction=instr)
+
+    def _access_counterexample(self, ev, q: Query, relation: str, sizes: dict[str, int]) -> Counterexample:
+        first, second = q.lhs_inst, q.rhs_inst
+        dims = self.enc.block_dims()
+        linear = ev(self.enc.linear_thread(first))
+        g = self.view.group_size
+        slot, instr = None, {}
+        if relation == "stored_tag":
+            lhs = self._side("stored value", q.lhs, first, ev, None, None)
+            rhs = Side(f"tag of {q.rhs.chain[0].buffer} at the store", None, None, [ev(c) for c in q.rhs.coords],
+                       q.rhs.tag_name, [ev(t) for t in q.rhs.tag], [self._point(q.rhs.chain[0], ev)])
+        elif relation in ("broadcast", "stat_eq", "reduce_uniform"):
+            names = {"broadcast": ("value", "row statistic"), "stat_eq": ("row statistic", "other row statistic"),
+                     "reduce_uniform": ("lane", "other lane of the group")}[relation]
+            lhs = self._side(names[0], q.lhs, q.lhs_inst, ev, None, None)
+            rhs = self._side(names[1], q.rhs, q.rhs_inst, ev, None, None)
+        elif relation == "k_distinct":
+            slot = ev(q.extras["slot"])
+            instr = {"k_first": ev(q.extras["k1"]), "k_second": ev(q.extras["k2"])}
+            lhs = self._side("A operand, first execution", q.lhs, first, ev, ev(first.env["lane"]),
+                             ev(first.env["slot"]))
+            rhs = self._side("A operand, second execution", q.rhs, second, ev, ev(second.env["lane"]),
+                             ev(second.env["slot"]))
+            first = q.site
+            linear = ev(self.enc.linear_thread(first))
+        elif relation == "write_count":
+            buf = q.lhs.chain[0].buffer
+            lhs = Side("store instances", None, None, [ev(q.lhs.coords[0])], "", [], [self._point(q.lhs.chain[0], ev)],
+                       "index")
+            rhs = Side(f"elements of {buf}", None, None, [ev(q.rhs.coords[0])], "", [], [], "index")
+        else:
+            names = {"write_once": ("first store", "second store"), "raw_race": ("load", "earlier store"),
+                     "war_race": ("load", "later store"), "async_exposed": ("load", "async copy"),
+                     "bank_conflicts": ("access", "same access, other lane")}[relation]
+            lhs, rhs = (self._access_side(n, alt, inst, ev) for n, alt, inst in
+                        ((names[0], q.lhs, first), (names[1], q.rhs, second)))
+            if relation == "async_exposed":
+                instr = {"waited": ev(q.extras["state"])}
+            if relation == "bank_conflicts":
+                instr = self._bank_degree(q, ev)
+        thread = [ev(first.env[f"tid:{d}"]) for d in range(len(dims))]
+        return Counterexample(
+            block=[ev(first.env[f"bid:{d}"]) for d in range(len(self.view.launch))], thread=thread,
+            thread_linear=linear, group_kind=self.view.group_kind, group_size=g, group_index=linear // g,
+            lane=linear % g, iterations=self._iterations(first, ev), value_index=slot, sizes=sizes, lhs=lhs, rhs=rhs,
+            relation=ACCESS_RELATIONS[relation], instruction=instr)
+
+    def _access_side(self, label: str, alt: Alt, inst: Instance, ev) -> Side:
+        step = alt.chain[0]
+        lane = ev(self.enc.linear_thread(inst))
+        return Side(label, lane % self.view.group_size, None, [ev(c) for c in alt.coords], step.buffer, [],
+                    [self._point(step, ev)], "access")
+
+    def _bank_degree(self, q: Query, ev) -> dict[str, int]:
+        """Conflict degree of the witness phase: the most distinct words any one bank serves
+        (evaluated concretely: swizzle bits are solver variables tied to one lane's address)."""
+        import numpy as np
+
+        from ..hw.expr import evaluate, symbols
+        from .access_queries import BANK_BYTES, BANKS, DTYPE_BYTES, PHASE_LANES
+
+        inst = q.lhs_inst
+        acc = self.view.accesses[q.lhs.chain[0].access]
+        width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
+        phase = min(PHASE_LANES, self.view.group_size)
+        start = ev(self.enc.linear_thread(inst)) // phase * phase
+        env: dict = {}
+        for name in symbols(self.view.kf.table, acc.addr):
+            if name.startswith("size:"):
+                env[name] = ev(self.enc.size(name))
+            elif not name.startswith("tid:"):
+                env[name] = ev(inst.env[name])
+        rest = np.arange(start, start + phase)
+        for d, extent in enumerate(self.enc.block_dims()):
+            env[f"tid:{d}"] = rest % extent
+            rest = rest // extent
+        words = np.broadcast_to(np.asarray(evaluate(self.view.kf.table, acc.addr, env)) * width // BANK_BYTES,
+                                (phase,))
+        per_bank = {int(b): len(set(words[words % BANKS == b].tolist())) for b in np.unique(words % BANKS)}
+        bank = max(per_bank, key=lambda b: per_bank[b])
+        return {"degree": per_bank[bank], "bank": bank, "word_first": ev(q.extras["word1"]),
+                "word_second": ev(q.extras["word2"])}
+
+    def _iterations(self, inst: Instance, ev) -> dict[str, int]:
+        out = {}
+        names = [self.view.loops[h].var for h in self.view.loops]
+        for h in self.view.enclosing_loops(inst.stmt):
+            info = self.view.loops[h]
+            key = info.var if names.count(info.var) == 1 else f"{info.var}@{self.view.span(h).line}"
+            out[key] = ev(inst.env[f"loop:{h}"])
+        return out
+
+    def _side(self, label: str, alt: Alt, inst: Instance, ev, lane, slot) -> Side:
+        use_span = self.view.span(inst.stmt)
+        chain = [ChainPoint("use", _loc(use_span), "", ev(self.enc.linear_thread(inst)), self._iterations(inst, ev))]
+        for step in alt.chain:
+            if step.role == "mma-operand":
+                chain.append(ChainPoint("mma-operand", _loc(self.view.span(step.stmt)), step.buffer,
+                                        ev(self.enc.linear_thread(step.inst)), self._iterations(step.inst, ev),
+                                        step.note))
+                continue
+            chain.append(self._point(step, ev))
+        return Side(label, lane, slot, [ev(c) for c in alt.coords], alt.tag_name,
+                    [ev(t) for t in alt.tag] if alt.tag is not None else [], chain)
+
+    def _point(self, step: Step, ev) -> ChainPoint:
+        span = self.view.span(step.stmt)
+        thread = ev(self.enc.linear_thread(step.inst))
+        note = ""
+        acc = self.view.accesses[step.access]
+        if acc.kind in ("read_all", "write_all"):
+            note = f"slot {ev(step.inst.env['slot'])}"
+        return ChainPoint(step.role, _loc(span), step.buffer, thread, self._iterations(step.inst, ev), note)
+
+    def _message(self, relation: str, cex: Counterexample) -> str:
+        if relation in ACCESS_RELATIONS:
+            return _access_message(relation, cex)
+        if relation == "in_bounds":
+            return (f"index {tuple(cex.lhs.coordinates)} is outside {cex.lhs.label.split()[-1]} of shape "
+                    f"{tuple(cex.rhs.coordinates)}")
+        if relation == "k_pairing":
+            return (f"K tags differ: A operand lane {cex.lhs.lane} value {cex.lhs.value_index} has K tag "
+                    f"{_k_of(cex.lhs.tag, -1)}, B operand lane {cex.rhs.lane} value {cex.rhs.value_index} has K tag "
+                    f"{_k_of(cex.rhs.tag, -2)} (both are k = {cex.instruction.get('k')} of the instruction)")
+        if not cex.lhs.tag or not cex.rhs.tag:
+            return "an untagged value (Top) reaches the assertion on this path"
+        return f"tag relation fails: lhs tag {tuple(cex.lhs.tag)} vs rhs tag {tuple(cex.rhs.tag)}"
+
+
+def _access_message(relation: str, c: Counterexample) -> str:
+    lhs, rhs = c.lhs, c.rhs
+    at = tuple(lhs.coordinates)
+    # AMD waves order their own accesses; on NVIDIA every thread is its own ordering group
+    who = " of another wave" if c.group_kind == "wave" else ""
+    t_l = lhs.chain[0].thread if lhs.chain else None
+    t_r = rhs.chain[0].thread if rhs.chain else None
+    if relation == "stored_tag":
+        return (f"stores a value tagged {lhs.tag_name}{tuple(lhs.tag)} at {rhs.tag_name} coordinates "
+                f"{tuple(rhs.coordinates)}, whose tag is {tuple(rhs.tag)}" if lhs.tag else
+                "stores an untagged value (Top) on this path")
+    if relation == "write_once":
+        where = "" if (t_l, lhs.chain[0].iterations) != (t_r, rhs.chain[0].iterations) else " of two different blocks"
+        return (f"element {at} of {lhs.tag_name} is written twice: by thread {t_l} {lhs.chain[0].iterations} and by "
+                f"thread {t_r} {rhs.chain[0].iterations}{where}")
+    if relation == "write_count":
+        return f"{lhs.coordinates[0]} store instances for {rhs.coordinates[0]} elements (sizes {c.sizes})"
+    if relation == "raw_race":
+        return (f"thread {t_l} loads {lhs.tag_name}{at}, stored by thread {t_r}{who}, with no "
+                f"syncthreads() in between on some path")
+    if relation == "war_race":
+        return (f"thread {t_r} overwrites {lhs.tag_name}{at} while thread {t_l}{who} may not have read it "
+                f"yet: no syncthreads() between the load and the store on some path")
+    if relation == "async_exposed":
+        why = ("no async_wait() on some path" if c.instruction.get("waited") == 0 else
+               "no syncthreads() after the copier's async_wait() on some path")
+        return f"thread {t_l} loads {lhs.tag_name}{at}, copied asynchronously by thread {t_r}: {why}"
+    if relation == "broadcast":
+        return (f"the statistic of row {tuple(rhs.tag)} is applied to a value tagged {tuple(lhs.tag)} (row "
+                f"{tuple(lhs.tag[:len(rhs.tag)])})")
+    if relation == "stat_eq":
+        return f"statistics of two different rows are combined: {tuple(lhs.tag)} and {tuple(rhs.tag)}"
+    if relation == "reduce_uniform":
+        return (f"the reduction mixes rows: lane {t_l} holds {tuple(lhs.tag)}, lane {t_r} of the same group holds "
+                f"{tuple(rhs.tag)}")
+    if relation == "k_distinct":
+        return (f"K tag {lhs.tag[-1] if lhs.tag else '?'} is accumulated twice into accumulator slot "
+                f"{c.value_index}: at {lhs.chain[0].iterations if lhs.chain else {}} (k={c.instruction['k_first']}) "
+                f"and at {rhs.chain[0].iterations if rhs.chain else {}} (k={c.instruction['k_second']})")
+    d = c.instruction
+    return (f"{d['degree']}-way bank conflict: lanes {lhs.lane} and {rhs.lane} access words {d['word_first']} and "
+            f"{d['word_second']} of bank {d['word_first'] % BANKS}")
+
+
+def _k_of(tag: list[int], idx: int):
+    if not tag:
+        return "Top"
+    return tag[idx] if len(tag) >= -idx else tag[0]
+
+
+def _loc(span) -> Location:
+    return Location(span.path, span.line, span.col, span.end_line, span.end_col)
+
+
+class _Evaluator:
+    def __init__(self, model: z3.ModelRef):
+        self.model = model
+
+    def __call__(self, term) -> int:
+        v = self.model.eval(term, model_completion=True)
+        if z3.is_true(v):
+            return 1
+        if z3.is_false(v):
+            return 0
+        return v.as_long()
