@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -13,7 +15,38 @@ from .lang.errors import AveError, ExitCode, UsageError
 from .version import __version__
 
 _EXIT_HELP = ("Exit codes: 0 clean, 1 violation, 2 usage, 3 kernel front-end error, 4 rule error, "
-              "5 inconclusive (UNKNOWN and no violation), 70 internal error.")
+              "5 inconclusive (UNKNOWN and no violation), 70 internal error, 130 interrupted (Ctrl-C).")
+
+MAX_SECONDS = 86400.0  # one day: every duration option's upper bound (docs/cli.md)
+
+
+class Seconds(click.ParamType):
+    """A duration option: finite seconds in [minimum, MAX_SECONDS]. `nan` (which compares false
+    with every bound, so click's FloatRange lets it through and it silently disables a limit),
+    `inf` and `1e308` (past what a solver or a deadline can hold) are usage errors (exit 2)."""
+
+    name = "seconds"
+
+    def __init__(self, minimum: float):
+        self.minimum = minimum
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = float(value)
+        else:
+            try:
+                seconds = float(str(value).strip())
+            except ValueError:
+                self.fail(f"{str(value)[:40]!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        if not self.minimum <= seconds <= MAX_SECONDS:
+            self.fail(f"{seconds:g} is not in [{self.minimum:g}, {MAX_SECONDS:g}] seconds", param, ctx)
+        return seconds
+
+    def __repr__(self) -> str:
+        return f"Seconds({self.minimum:g}..{MAX_SECONDS:g})"
+
 
 
 class _AveGroup(click.Group):
@@ -32,6 +65,15 @@ class _AveGroup(click.Group):
             click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
             sys.exit(int(ExitCode.INTERNAL))
 
+    def invoke(self, ctx):
+        """Ctrl-C is exit 130 (128 + SIGINT, the shell's convention): click's own "Aborted!" exits 1,
+        which is the VIOLATION code, so a script could not tell an interrupted run from a violation."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("error: interrupted", err=True)
+            sys.exit(int(ExitCode.INTERRUPTED))
+
 
 @click.group(cls=_AveGroup, epilog=_EXIT_HELP)
 @click.version_option(__version__, prog_name="ave")
@@ -40,37 +82,53 @@ def main() -> None:
 
 
 @main.command(epilog=_EXIT_HELP)
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())  # a directory is reported per file
 @click.option("--engine", type=click.Choice(["embedded", "souffle"]), default="embedded", show_default=True,
               help="Datalog engine: embedded (clingo, pip-installed) or souffle (subprocess).")
-@click.option("--timeout", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
+@click.option("--timeout", type=Seconds(0.001), default=10.0, show_default=True,
               help="Per-query solver timeout in seconds; a timeout is UNKNOWN, never VERIFIED.")
-@click.option("--engine-timeout", type=click.FloatRange(min=0.001), default=None,
+@click.option("--engine-timeout", type=Seconds(0.001), default=None,
               help="Wall-clock limit in seconds for the Datalog fixpoint; past it every kernel is UNKNOWN.")
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(exists=True),
               help="Extra directory of .dl invariant rules (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/json-schema.md).")
 @click.option("--confirm", is_flag=True, help="Replay each counterexample in the simulator and show what meets.")
 @click.option("--no-violation-sets", is_flag=True, help="Skip counting every violating lane/thread/slot.")
+@click.option("--print-relation", "print_relations", multiple=True, metavar="REL",
+              help="Also print the tuples of relation REL (a fact or a derived relation) for each kernel, with "
+                   "source locations (repeatable; docs/writing-invariants.md).")
 @click.option("--time", "show_time", is_flag=True, help="Per-phase timings per kernel and in total (stderr).")
+@click.option("--no-timings", is_flag=True,
+              help="Leave every measured time out of the report, so the same input gives byte-identical output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
 def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: float | None,
           rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, no_violation_sets: bool, show_time: bool,
-          verbose: bool) -> None:
+          verbose: bool, no_timings: bool = False, print_relations: tuple[str, ...] = ()) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
     from .report.text import render
 
+    if show_time and no_timings:
+        raise click.UsageError("--time and --no-timings exclude each other")
     started = time.perf_counter()
     sources, errors = read_sources(list(files))
-    opts = Options(engine, timeout, rules_dirs, engine_timeout, confirm, not no_violation_sets)
-    report = run(sources, opts, errors)
+    opts = Options(engine, timeout, rules_dirs, engine_timeout, confirm, not no_violation_sets,
+                   print_relations=tuple(print_relations))
+    dumps: list = []  # --print-relation: one RelationDump per kernel and relation
+    report = run(sources, opts, errors, dumps)
     for k in report.kernels:
         k.timings_ms["total"] = (time.perf_counter() - started) * 1000
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        data = report.to_json(timings=not no_timings)
+        if print_relations:
+            data["relations"] = [d.to_json() for d in dumps]
+        click.echo(json.dumps(data, indent=2))
     else:
-        click.echo(render(report, {s.path: s for s in sources}, verbose=verbose), nl=False)
+        click.echo(render(report, {s.path: s for s in sources}, verbose=verbose, timings=not no_timings), nl=False)
+        if dumps:
+            from .report.relations import render_relations
+
+            click.echo(render_relations(dumps), nl=False)
     if show_time:
         from .report.text import render_timings
 
@@ -105,9 +163,9 @@ def facts(file: str, out_dir: str) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
 @click.option("--engine", type=click.Choice(["embedded", "souffle"]), default="embedded", show_default=True)
-@click.option("--timeout", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
+@click.option("--timeout", type=Seconds(0.001), default=10.0, show_default=True,
               help="Per-query solver timeout in seconds.")
-@click.option("--file-timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+@click.option("--file-timeout", type=Seconds(0.1), default=120.0, show_default=True,
               help="Wall-clock limit per file; past it the file is UNKNOWN and the audit goes on.")
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(exists=True), help="Extra rules directory.")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), help="Write the JSON report to FILE.")
@@ -121,11 +179,15 @@ def facts(file: str, out_dir: str) -> None:
 @click.option("--violation-sets", is_flag=True,
               help="Count and describe every violating lane/thread/slot (slower: many solver queries).")
 @click.option("--time", "show_time", is_flag=True, help="Per-phase timings per kernel and in total.")
+@click.option("--no-timings", is_flag=True,
+              help="Leave every measured time out of the reports and the summary (byte-identical JSON).")
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
 def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sarif_file, cache_dir, no_cache,
-          baseline, write_baseline, confirm, violation_sets, show_time, quiet, verbose) -> None:
+          baseline, write_baseline, confirm, violation_sets, show_time, quiet, verbose, no_timings=False) -> None:
     """Audit every .ave file under PATHS: parallel, cached, one bad file never stops the rest."""
+    if show_time and no_timings:
+        raise click.UsageError("--time and --no-timings exclude each other")
     from .audit.batch import AuditOptions
     from .audit.batch import audit as run_audit
     from .audit.cache import default_dir
@@ -161,7 +223,7 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
         n = save_baseline(report, Path(write_baseline))
         click.echo(f"baseline: {n} finding(s) written to {write_baseline}", err=True)
     if json_file:
-        _atomic_write(Path(json_file), json.dumps(report.to_json(), indent=2))
+        _atomic_write(Path(json_file), json.dumps(report.to_json(timings=not no_timings), indent=2))
     if sarif_file:
         try:
             meta = rule_metadata(load_rules(tuple(rules_dirs)))
@@ -169,13 +231,14 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
             meta = {}
         _atomic_write(Path(sarif_file), json.dumps(to_sarif(report, meta, Path.cwd()), indent=2))
     if not quiet:
-        click.echo(render(report, verbose=verbose), nl=False)
+        click.echo(render(report, verbose=verbose, timings=not no_timings), nl=False)
     if show_time:
         click.echo(render_timings(report))
     s = report.summary()
     click.echo(f"audit: {stats.files} file(s), {len(report.kernels)} kernel(s): {s['verified']} verified, "
                f"{s['violation']} violation, {s['unknown']} unknown, {s['error']} error, {s['suppressed']} "
-               f"suppressed; {stats.cached} from cache; {stats.seconds:.2f} s ({opts.jobs} job(s))")
+               f"suppressed; {stats.cached} from cache; " + ("" if no_timings else f"{stats.seconds:.2f} s ")
+               + f"({opts.jobs} job(s))")
     sys.exit(report.exit_code)
 
 
@@ -185,61 +248,165 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+_SIZE_VALUE = re.compile(r"-?[0-9]{1,30}")
+
+
 def _parse_sizes(text: str) -> dict[str, int]:
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, value = part.partition("=")
-        if not name or not value.strip().lstrip("-").isdigit():
-            raise click.BadParameter(f"expected NAME=INT, got {part!r}", param_hint="--sizes")
-        out[name.strip()] = int(value)
+        name, value = name.strip(), value.strip()
+        if not name.isidentifier() or not _SIZE_VALUE.fullmatch(value):
+            shown = part if len(part) <= 40 else part[:40] + "…"
+            raise click.BadParameter(f"expected NAME=INT (at most 30 digits), got {shown!r}", param_hint="--sizes")
+        out[name] = int(value)
     return out
 
 
-@main.command(epilog="Exit codes: 0 outputs match the reference and every shadow check passes, 1 mismatch or "
-                     "failed shadow check, 2 usage, 3 kernel front-end error or sizes the kernel rejects.")
+def _parse_blocks(text: str) -> list[tuple[int, ...]] | None:
+    """'all', or one block's ids such as 1,0 (at most 3 non-negative integers)."""
+    if text.strip() == "all":
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not 1 <= len(parts) <= 3 or not all(re.fullmatch(r"[0-9]{1,10}", p) for p in parts):
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise click.BadParameter(f"expected 'all' or up to 3 block ids such as 1,0; got {shown!r}",
+                                 param_hint="--blocks")
+    return [tuple(int(p) for p in parts)]
+
+
+def _parse_max_memory(text: str | None) -> int | None:
+    """--max-memory GIB: a positive, finite number of GiB (None: the default, sim/limits.py)."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and 0 < value <= 2 ** 20):
+        raise click.BadParameter(f"expected a number of GiB in (0, 1048576], got {text[:40]!r}",
+                                 param_hint="--max-memory")
+    return int(value * 2 ** 30)
+
+
+def _finite(x):
+    """JSON has no inf/nan: a non-finite error measure is written as null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _sim_status(r) -> tuple[str, str]:
+    """(status, one-line summary) of one simulated kernel: the output against the reference and
+    the shadow checks are separate verdicts, and the summary says which one failed."""
+    ref = r.reference
+    failed = [f for f in r.failures if f.failed]
+    shadow = (f"{len(failed)} shadow check(s) failed: "
+              + ", ".join(f"{f.invariant} at line {f.line} ({f.failed} of {f.checked})" for f in failed[:3])
+              + (", ..." if len(failed) > 3 else "")) if failed else "every shadow check passed"
+    if ref is None:
+        output = "no reference declared"
+    elif ref.get("ok"):
+        output = "the output matches the reference"
+    elif "mismatched" in ref:
+        output = f"the output differs from the reference ({ref['mismatched']} of {ref['elements']} elements)"
+    else:
+        output = f"the output differs from the reference ({ref.get('why', 'not comparable')})"
+    runtime = f"; {len(r.errors)} runtime error(s)" if r.errors else ""
+    if ref is not None and not ref.get("ok"):
+        status = "output-mismatch"
+    elif failed:
+        status = "shadow-failed"
+    elif r.errors:
+        status = "runtime-error"
+    else:
+        status = "ok"
+    joint = ", but " if (status == "shadow-failed" and ref is not None) else "; "
+    return status, f"{output}{joint}{shadow}{runtime}"
+
+
+_SIM_LABEL = {"ok": "OK", "output-mismatch": "MISMATCH", "shadow-failed": "SHADOW", "runtime-error": "ERROR"}
+
+
+@main.command(epilog="Exit codes: 0 outputs match the reference and every shadow check passes, 1 the output differs, "
+                     "a shadow check failed or a runtime error (e.g. out of bounds), 2 usage (including sizes that "
+                     "need more than --max-memory), 3 kernel front-end error or sizes the kernel rejects.")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--sizes", "sizes_text", default="", help="Symbolic sizes, e.g. M=128,N=128,K=64.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--sizes", "sizes_text", default="",
+              help="Symbolic sizes, e.g. M=128,N=128,K=64. Missing ones are the smallest the kernel admits "
+                   "(its assume(...), a non-empty grid), found with Z3 and printed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--blocks", default="all", show_default=True, help="'all' or one block's ids, e.g. 1,0.")
 @click.option("--kernel", default=None, help="Only this kernel of the file.")
 @click.option("--no-shadow", is_flag=True, help="Skip the shadow tag checks (faster).")
+@click.option("--max-memory", "max_memory", default=None, metavar="GIB",
+              help="Refuse sizes whose run needs more memory than this many GiB (default 4, or $AVE_SIM_MAX_MEMORY).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | None, no_shadow: bool,
-             as_json: bool) -> None:
+             as_json: bool, max_memory: str | None = None) -> None:
     """Run kernels concretely on random inputs; compare with their reference and check every tag assertion."""
     from .lang.errors import FrontEndError
+    from .lang.parser import parse_source
+    from .lang.reference import check_references
+    from .lang.source import Span
     from .pipeline import read_sources
     from .sim.run import simulate_source
+    from .solver.sizes import complete_sizes
 
     sizes = _parse_sizes(sizes_text)
-    chosen = None if blocks == "all" else [tuple(int(x) for x in blocks.split(","))]
+    chosen_blocks = _parse_blocks(blocks)
+    max_bytes = _parse_max_memory(max_memory)
     sources, errors = read_sources([file])
     for e in errors:
         click.echo(e.rendered)
         sys.exit(e.exit_code)
+    src = sources[0]
+    runs = []
     try:
-        runs = simulate_source(sources[0], sizes, kernel=kernel, seed=seed, blocks=chosen, shadow=not no_shadow)
-    except FrontEndError as exc:
-        click.echo(exc.render(sources[0]))
+        module = parse_source(src)
+        check_references(module)  # a bad reference is refused before anything runs (exit 3)
+        if not module.kernels:
+            raise FrontEndError("the file defines no kernel (a `@kernel(...)` function)", Span(file, 1, 1, 1, 2))
+        if kernel is not None and kernel not in {k.name for k in module.kernels}:
+            raise UsageError(f"{file} has no kernel named {kernel[:40]!r}")
+        for plan in complete_sizes(src, sizes, kernel):
+            for name, r in simulate_source(src, plan.sizes, kernel=plan.kernel, seed=seed, blocks=chosen_blocks,
+                                           shadow=not no_shadow, max_bytes=max_bytes):
+                runs.append((name, r, plan.chosen))
+    except AveError as exc:
+        click.echo(exc.render(src))
         sys.exit(int(exc.exit_code))
+    except MemoryError:  # the up-front estimate (sim/limits.py) is a lower bound
+        click.echo(f"{file}: error: ran out of memory simulating at these sizes; choose smaller --sizes")
+        sys.exit(int(ExitCode.USAGE))
     bad = False
     report = []
-    for name, r in runs:
-        ok = (r.reference is None or r.reference["ok"]) and r.shadow_ok and not r.errors
-        bad |= not ok
-        report.append({"kernel": name, "ok": ok, "sizes": r.sizes, "blocks": [list(b) for b in r.blocks],
+    for name, r, picked in runs:
+        status, summary = _sim_status(r)
+        bad |= status != "ok"
+        report.append({"kernel": name, "ok": status == "ok", "status": status, "summary": summary,
+                       "sizes": r.sizes, "chosen_sizes": picked, "blocks": [list(b) for b in r.blocks],
                        "reference": r.reference, "errors": r.errors,
                        "shadow": [vars(f) for f in r.failures]})
     if as_json:
-        click.echo(json.dumps({"version": "1.0", "file": file, "kernels": report}, indent=2))
+        click.echo(json.dumps(_finite({"version": "1.0", "file": file, "kernels": report}), indent=2))
     else:
         for k in report:
-            click.echo(f"{'OK' if k['ok'] else 'MISMATCH':9} {k['kernel']} at "
+            click.echo(f"{_SIM_LABEL[k['status']]:9} {k['kernel']} at "
                        f"{', '.join(f'{n}={v}' for n, v in k['sizes'].items())} ({len(k['blocks'])} blocks)")
+            if k["chosen_sizes"]:
+                picked = ", ".join(f"{n}={k['sizes'][n]}" for n in k["chosen_sizes"])
+                click.echo(f"  sizes: {picked} chosen "
+                           f"(the smallest meeting the kernel's assume(...) and launch; --sizes to choose)")
+            click.echo(f"  = {k['summary']}")
             ref = k["reference"]
             if ref is None:
                 click.echo("  reference: none declared (@kernel(..., reference=\"C = A @ B\"))")
-            elif "rel" in ref:
+            elif "rel" in ref and "mismatched" in ref:
                 click.echo(f"  reference {ref['output']} = {ref.get('expression', '')}: max abs error "
                            f"{ref['max_abs']:.3g}, relative {ref['rel']:.3g} (tolerance {ref['tol']:g}), "
                            f"{ref['mismatched']} of {ref['elements']} elements differ")

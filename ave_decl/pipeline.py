@@ -5,20 +5,29 @@ one Datalog fixpoint (the kernel id is a column of every relation).
 """
 from __future__ import annotations
 
+import difflib
+import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .datalog.engines import ENGINES, make_engine
+from .datalog.engines import ENGINES, Engine, make_engine
+from .datalog.program import Program, RuleFileMeta
 from .datalog.ruleset import load_rules, rule_metadata
 from .facts.kernel_facts import KernelFacts, merge
+from .facts.locate import LOCATED_TYPES, Locator
 from .facts.lower import lower_module
 from .facts.view import KernelView
+from .lang.depth import recursion_error
 from .lang.errors import AveError, EngineTimeout, ExitCode, UsageError
 from .lang.parser import parse_source
+from .lang.reference import check_references
 from .lang.source import SourceFile
 from .report.model import ErrorReport, KernelReport, Location, Report, Verdict
+from .report.relations import RelationDump, RelationTuple
 from .report.suppress import annotate
 from .solver.derived_facts import add_semantic_facts
 from .solver.solve import KernelSolver
@@ -32,6 +41,7 @@ class Options:
     engine_timeout_s: float | None = None
     confirm: bool = False
     violation_sets: bool = True
+    print_relations: tuple[str, ...] = ()  # `--print-relation`: relations whose tuples are dumped
 
 
 @dataclass
@@ -61,11 +71,13 @@ def front_end(sources: list[SourceFile]) -> Frontend:
     out = Frontend()
     kid = 0
     for src in sources:
+        module = None
         try:
             t0 = time.perf_counter()
             module = parse_source(src)
             t1 = time.perf_counter()
             kernels = lower_module(module, src, kid)
+            check_references(module)  # reference= is parsed by our own grammar (never run): exit 3 if bad
             for kf in kernels:
                 add_semantic_facts(kf)
                 out.timings[kf.kid] = {"parse": (t1 - t0) * 1000 / len(kernels),
@@ -74,15 +86,17 @@ def front_end(sources: list[SourceFile]) -> Frontend:
             kid += len(kernels)
         except AveError as exc:
             out.errors.append(error_report(exc, src, src.path))
-        except RecursionError:
-            out.errors.append(ErrorReport(src.path, "front-end", "kernel is nested too deeply", None,
-                                          f"{src.path}: error: kernel is nested too deeply", int(ExitCode.FRONT_END)))
+        except RecursionError:  # a walk the nesting bound does not cover: still a located front-end error
+            out.errors.append(error_report(recursion_error(src.path, module), src, src.path))
         except Exception as exc:  # noqa: BLE001 - one bad kernel never stops a batch
             out.errors.append(internal_error(exc, src.path))
     return out
 
 
-def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport] | None = None) -> Report:
+def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport] | None = None,
+        relations: list[RelationDump] | None = None) -> Report:
+    """Check every kernel; with `opts.print_relations`, the tuples of those relations are
+    appended to `relations` (one RelationDump per kernel and relation)."""
     report = Report(engine=opts.engine)
     report.errors.extend(read_errors or [])
     if opts.engine not in ENGINES:
@@ -93,13 +107,15 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
     except AveError as exc:
         report.errors.append(error_report(exc, None, str(exc.span.path) if exc.span else "<rules>"))
         return report
+    printing = check_relation_names(prog, opts.print_relations)
     fe = front_end(sources)
     report.errors.extend(fe.errors)
     if not fe.kernels:
         return report
     t0 = time.perf_counter()
     try:
-        derived = engine.run(merge(fe.kernels), timeout=opts.engine_timeout_s)
+        with printing_engine(opts.engine, prog, engine, printing) as fixpoint:
+            derived = fixpoint.run(merge(fe.kernels), timeout=opts.engine_timeout_s)
     except EngineTimeout as exc:
         for kf in fe.kernels:
             report.kernels.append(KernelReport(kf.name, kf.source.path, Verdict.UNKNOWN, [], 0, {}))
@@ -109,6 +125,11 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
         report.errors.append(error_report(exc, None, "<rules>"))
         return report
     fixpoint_ms = (time.perf_counter() - t0) * 1000 / len(fe.kernels)
+    if printing:
+        dumps = dump_relations(prog, fe.kernels, derived, printing)
+        if relations is not None:
+            relations.extend(dumps)
+        derived = {rel: rows for rel, rows in derived.items() if rel in prog.outputs}
     by_kernel = split_by_kernel(derived)
     meta = rule_metadata(prog)
     for kf in fe.kernels:
@@ -119,6 +140,9 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
             solver = KernelSolver(KernelView.of(kf), by_kernel.get(kf.kid, {}), meta, opts.timeout_s,
                                   opts.violation_sets)
             findings = solver.findings()
+        except AveError as exc:  # e.g. a rule asking for 'rel' at a site that is not an assert_tag
+            report.errors.append(error_report(exc, None, kf.source.path))
+            continue
         except Exception as exc:  # noqa: BLE001
             report.errors.append(internal_error(exc, kf.source.path))
             continue
@@ -175,3 +199,80 @@ def read_sources(paths: list[str]) -> tuple[list[SourceFile], list[ErrorReport]]
             errors.append(ErrorReport(p, "usage", f"cannot read {p}: {exc.strerror}", None,
                                       f"{p}: error: cannot read file: {exc.strerror}", int(ExitCode.USAGE)))
     return sources, errors
+
+
+# ------------------------------------------------------------ --print-relation
+def check_relation_names(prog: Program, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The requested relations, each once; an unknown name is a usage error naming close ones."""
+    for name in names:
+        if name not in prog.decls:
+            close = difflib.get_close_matches(name, sorted(prog.decls), n=5, cutoff=0.6)
+            hint = f"did you mean {', '.join(close)}?" if close else \
+                "docs/facts.md lists the facts, rules/*.dl the derived relations"
+            raise UsageError(f"--print-relation: unknown relation {name!r} ({hint})")
+    return tuple(dict.fromkeys(names))
+
+
+@contextmanager
+def printing_engine(name: str, prog: Program, engine: Engine, printing: tuple[str, ...]) -> Iterator[Engine]:
+    """The engine, or one that also outputs the requested relations that are neither inputs nor
+    outputs: Soufflé writes only `.output` relations, so they get a generated `.output` file
+    (removed on every exit path)."""
+    extra = sorted(r for r in printing if r not in prog.outputs and r not in prog.inputs)
+    if not extra:
+        yield engine
+        return
+    with tempfile.TemporaryDirectory(prefix="ave-print-") as tmp:
+        path = Path(tmp) / "print_relation.dl"
+        path.write_text(f".output {', '.join(extra)}\n", encoding="utf-8")
+        yield make_engine(name, replace(prog, outputs=prog.outputs | set(extra),
+                                        files=[*prog.files, RuleFileMeta(str(path))]))
+
+
+def _type_chain(prog: Program, typ: str) -> list[str]:
+    chain = [typ]
+    while chain[-1] in prog.types and prog.types[chain[-1]] not in chain:
+        chain.append(prog.types[chain[-1]])
+    return chain
+
+
+def dump_relations(prog: Program, kernels: list[KernelFacts], derived: dict[str, list[tuple]],
+                   names: tuple[str, ...]) -> list[RelationDump]:
+    """Per kernel and relation, its tuples (facts for input relations, the fixpoint's otherwise)
+    with locations for Stmt/Access/Value columns and text for ExprId columns. A relation whose
+    first column is not the kernel (`k` / type Kernel) is dumped once, after the kernels."""
+    def rows_of(rel: str) -> list[tuple]:
+        if rel in prog.inputs:
+            return [row for kf in kernels for row in kf.relation(rel)]
+        return list(derived.get(rel, []))
+
+    def ordered(rows: list[tuple]) -> list[tuple]:
+        return sorted(rows, key=lambda r: tuple((0, v, "") if isinstance(v, int) else (1, 0, str(v)) for v in r))
+
+    keyed, unkeyed = [], []
+    for rel in names:
+        attrs = prog.decls[rel].attrs
+        first = attrs[0] if attrs else None
+        is_keyed = first is not None and (first[0] == "k" or "Kernel" in _type_chain(prog, first[1]))
+        (keyed if is_keyed else unkeyed).append(rel)
+    out: list[RelationDump] = []
+    for kf in kernels:
+        locator = Locator(kf)
+        for rel in keyed:
+            attrs = prog.decls[rel].attrs
+            kinds = [next((t for t in _type_chain(prog, typ) if t in LOCATED_TYPES), None) for _, typ in attrs]
+            dump = RelationDump(rel, kf.name, kf.source.path, [n for n, _ in attrs], [t for _, t in attrs])
+            for row in ordered([r for r in rows_of(rel) if r and r[0] == kf.kid]):
+                spans = [locator.span(kind, v) if kind in ("Stmt", "Access", "Value") else None
+                         for kind, v in zip(kinds, row)]
+                dump.tuples.append(RelationTuple(
+                    list(row), [None if s is None else Location(s.path, s.line, s.col, s.end_line, s.end_col)
+                                for s in spans],
+                    [locator.expr(v) if kind == "ExprId" else None for kind, v in zip(kinds, row)]))
+            out.append(dump)
+    for rel in unkeyed:
+        attrs = prog.decls[rel].attrs
+        dump = RelationDump(rel, None, None, [n for n, _ in attrs], [t for _, t in attrs])
+        dump.tuples = [RelationTuple(list(row), [None] * len(row), [None] * len(row)) for row in ordered(rows_of(rel))]
+        out.append(dump)
+    return out

@@ -37,3 +37,21 @@ def test_every_rule_file_is_installed():
     files = sorted(ROOT.glob("rules/*.dl")) + sorted(ROOT.glob("rules/invariants/*.dl")) + sorted(ROOT.glob("grammar/*"))
     missing = [str(f.relative_to(ROOT)) for f in files if str(f.relative_to(ROOT)) not in cfg]
     assert not missing, f"setup.cfg [options.data_files] lacks {missing}"
+
+
+def test_debugging_example_in_writing_invariants_runs(tmp_path, ave):
+    """docs/writing-invariants.md §8: the rule file, the command and the output it shows."""
+    text = (ROOT / "docs" / "writing-invariants.md").read_text()
+    section = text[text.index("## 8. Debugging your rule"):]
+    rule, command, shown = re.findall(r"```\n(.*?)```", section, re.S)[:3]
+    rules = tmp_path / "myrules"
+    rules.mkdir()
+    (rules / "column_reads.dl").write_text(rule)
+    args = command.split()
+    assert args[:2] == ["ave", "check"]
+    args = [str(rules) if a == "myrules" else str(ROOT / a) if a.startswith("examples/") else a for a in args[1:]]
+    r = ave(*args)
+    assert r.code == 0, r.out + r.err
+    out = r.out.replace(str(ROOT) + "/", "")
+    for line in shown.strip().splitlines():
+        assert line in out.splitlines(), line

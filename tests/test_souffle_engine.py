@@ -27,6 +27,14 @@ def _leftovers() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("ave-souffle-*")}
 
 
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch) -> None:
+    """Temporary directories of this test only: another run on the machine cannot change the count."""
+    d = tmp_path / "tmp"
+    d.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(d))
+
+
 def test_missing_binary_is_a_usage_error(tmp_path, monkeypatch, ave):
     monkeypatch.setenv("AVE_SOUFFLE", str(tmp_path / "no-such-souffle"))
     assert find_souffle() is None
@@ -37,7 +45,7 @@ def test_missing_binary_is_a_usage_error(tmp_path, monkeypatch, ave):
 
 
 @needs_souffle
-def test_runs_with_empty_inputs_and_cleans_up(tmp_path):
+def test_runs_with_empty_inputs_and_cleans_up(tmp_path, private_tmp):
     before = _leftovers()
     prog, _ = _prog(tmp_path, ".decl e(a:number, b:number)\n.decl p(a:number)\n.input e\np(x) :- e(x, _).\n"
                               ".output p\n")
@@ -58,7 +66,7 @@ def test_runtime_error_maps_to_rule_file_and_line(tmp_path):
 
 
 @needs_souffle
-def test_timeout_kills_and_cleans_up(tmp_path):
+def test_timeout_kills_and_cleans_up(tmp_path, private_tmp):
     before = _leftovers()
     prog, _ = _prog(tmp_path, ".decl n(x:number)\nn(0).\nn(x + 1) :- n(x), x < 100000000.\n.output n\n")
     with pytest.raises(EngineTimeout):

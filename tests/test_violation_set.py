@@ -1,7 +1,9 @@
-"""Violation sets are exact: compared with an independent exhaustive enumeration."""
+"""Violation sets are exact: compared with an independent exhaustive enumeration, and their printed
+description (cubes and text) describes exactly the enumerated set."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import z3
 from conftest import EXAMPLES
@@ -17,6 +19,54 @@ from ave_decl.pipeline import split_by_kernel
 from ave_decl.report.model import Verdict
 from ave_decl.solver.derived_facts import add_semantic_facts
 from ave_decl.solver.solve import KernelSolver
+
+
+def _values(constraint: str, size: int) -> set[int]:
+    """The values one cube constraint allows: "any", "5", "3-7" or "bits x1x0 (MSB first)"."""
+    if constraint == "any":
+        return set(range(size))
+    if m := re.fullmatch(r"(\d+)(?:-(\d+))?", constraint):
+        lo = int(m.group(1))
+        return set(range(lo, int(m.group(2) or lo) + 1))
+    m = re.fullmatch(r"bits ([01x]+) \(MSB first\)", constraint)
+    assert m, constraint
+    pattern = m.group(1)[::-1]  # LSB first
+    return {v for v in range(size) if all(c == "x" or int(c) == (v >> i) & 1 for i, c in enumerate(pattern))}
+
+
+def cube_points(cubes: list[dict[str, str]], sizes: dict[str, int]) -> set[tuple[int, ...]]:
+    """Every point the cubes describe (their union), over variables in `sizes` order."""
+    names = list(sizes)
+    out: set[tuple[int, ...]] = set()
+    for cube in cubes:
+        assert list(cube) == names
+        out |= set(itertools.product(*[sorted(_values(cube[n], sizes[n])) for n in names]))
+    return out
+
+
+def text_cubes(description: str, names: list[str]) -> list[dict[str, str]]:
+    """The cubes as printed in the one-line description ("... pairs: lane 0-31; value any | ...")."""
+    head, sep, body = description.partition(": ") if ": " in description else (description, "", "")
+    if not sep:
+        return []
+    cubes = []
+    for part in body.split(" | "):
+        fields = part.split("; ")
+        assert [f.split(" ", 1)[0] for f in fields] == names, part
+        cubes.append({f.split(" ", 1)[0]: f.split(" ", 1)[1] for f in fields})
+    return cubes
+
+
+def check_description(vs: dict, sizes: dict[str, int], points: set[tuple[int, ...]]) -> None:
+    """The JSON cubes and the printed text both describe exactly `points`."""
+    assert vs["count"] == len(points) and vs["variables"] == list(sizes)
+    assert cube_points(vs["cubes"], sizes) == points
+    assert text_cubes(vs["description"], list(sizes)) == vs["cubes"]
+    total = 1
+    for n in sizes.values():
+        total *= n
+    prefix = f"{len(points)} of {total} " if vs["complete"] else f"at least {len(points)} of {total} "
+    assert vs["description"].startswith(prefix)
 
 
 def points_of(description: dict) -> int:
@@ -37,13 +87,16 @@ def test_transposed_gemm_set_matches_per_point_enumeration():
     (ob,) = [o for o in derived["obligation"] if o[3] == "k_pairing"]
     (q,) = solver._queries(ob[1], ob[3], ob[4], ob[5])
     violating = set()
+    s = solver.enc.query_solver(10_000, [*solver.base, *q.constraints, q.violated, *solver.enc.side])
     for lane, value in itertools.product(range(64), range(4)):
-        s = solver.enc.solver(10_000)
-        s.add(*solver.base, *q.constraints, q.violated, q.extras["lane_a"] == lane, q.extras["slot_a"] == value)
+        s.push()
+        s.add(q.extras["lane_a"] == lane, q.extras["slot_a"] == value)
         if s.check() == z3.sat:
             violating.add((lane, value))
+        s.pop()
     assert vs["count"] == len(violating) == 256  # every A slot meets some B slot with another K
     assert vs["description"].startswith("256 of 256 (lane, value) pairs")
+    check_description(vs, {"lane": 64, "value": 4}, violating)
 
 
 def test_out_of_bounds_set_matches_concrete_enumeration():
@@ -58,3 +111,44 @@ def test_out_of_bounds_set_matches_concrete_enumeration():
            if ks + ((t % 64) // 32) * 4 + v + 1 >= 64}
     assert vs["count"] == len(bad) == 128 and vs["complete"]
     assert vs["cubes"] == [{"thread": "bits xx1xxxxx (MSB first)"}]  # lane bit 5 set: lanes 32-63 of each wave
+    check_description(vs, {"thread": 256}, {(t,) for t in bad})
+
+
+def _violating_threads(solver: KernelSolver, q, size: int) -> set[tuple[int]]:
+    """One independent question per thread (push/pop on one solver: no blocking clauses)."""
+    out = set()
+    s = solver.enc.query_solver(10_000, [*solver.base, *q.constraints, q.violated, *solver.enc.side])
+    for t in range(size):
+        s.push()
+        s.add(solver.enc.linear_thread(q.site) == t)
+        if s.check() == z3.sat:
+            out.add((t,))
+        s.pop()
+    return out
+
+
+def test_description_with_negated_bits_matches_per_thread_queries():
+    """Without the first barrier of the LDS GEMM the racing threads are those whose bits 6 and 4
+    differ: the cubes need negated literals (pyeda's `Complement`, formerly read as a free bit,
+    which printed 192 threads for a set of 128)."""
+    text = (EXAMPLES / "gemm_lds_mfma.ave").read_text().replace("        syncthreads()\n        for ks",
+                                                                   "        pass\n        for ks", 1)
+    src = SourceFile("race.ave", text)
+    (kf,) = lower_module(parse_source(src), src)
+    add_semantic_facts(kf)
+    prog = load_rules()
+    derived = split_by_kernel(ClingoEngine(prog).run(kf.rows))[kf.kid]
+    solver = KernelSolver(KernelView.of(kf), derived, rule_metadata(prog), 10.0)
+    races = [f for f in solver.findings() if f.verdict == Verdict.VIOLATION and f.violation_set
+             and f.invariant == "ave/shared-race"]
+    partial = [f for f in races if f.violation_set["count"] < 256]
+    assert partial, [f.violation_set["description"] for f in races]
+    for f in partial:
+        vs = f.violation_set
+        assert any("0" in c["thread"] for c in vs["cubes"])  # a negated literal is printed
+        (ob,) = [o for o in derived["obligation"] if o[2] == "ave/shared-race" and
+                 solver.view.span(o[1]).line == f.location.line and o[3] in ("raw_race", "war_race")][:1]
+        first = next(q for q in solver._queries(ob[1], ob[3], ob[4], ob[5])
+                     if solver.enc.query_solver(10_000, [*solver.base, *q.constraints, q.violated,
+                                                         *solver.enc.side]).check() == z3.sat)
+        check_description(vs, {"thread": 256}, _violating_threads(solver, first, 256))

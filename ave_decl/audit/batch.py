@@ -5,10 +5,15 @@ fixpoint per kernel on the embedded engine, see docs/performance.md), each chunk
 worker process that is killed at its deadline. A chunk that times out or crashes is retried file
 by file, so one hostile file costs only itself: it ends as UNKNOWN (time limit) or ERROR, and
 every other file still gets its verdict.
+
+Which files are read, and how the unreadable ones are reported: discover.py. The cache and its
+integrity checks: cache.py.
 """
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
+import numbers
 import os
 import sys
 import time
@@ -16,21 +21,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..lang.errors import ExitCode
+from ..lang.errors import ExitCode, UsageError
 from ..pipeline import Options, internal_error, read_sources, run
 from ..report.model import ErrorReport, KernelReport, Report
 from .cache import Cache, key
+from .discover import discover, read_regular, unreadable
+
+__all__ = ["AuditOptions", "AuditStats", "audit", "check_files", "discover"]
 
 FileResult = tuple[list[KernelReport], list[ErrorReport]]
 
 
 @dataclass
 class AuditOptions:
+    """`file_timeout_s`: wall-clock seconds per file, a finite number > 0, or 0 for no limit."""
+
     check: Options = field(default_factory=lambda: Options(violation_sets=False))
     jobs: int = os.cpu_count() or 1
     file_timeout_s: float = 120.0
     cache_dir: Path | None = None
     chunk: int = 16
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """UsageError for values that would silently disable or break the limits (NaN, inf, < 0)."""
+        t = self.file_timeout_s
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t) or t < 0:
+            raise UsageError(f"file timeout must be a finite number of seconds >= 0 (0: no limit), got {t!r}")
+        for name in ("jobs", "chunk"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise UsageError(f"{name} must be an integer >= 1, got {v!r}")
 
 
 @dataclass
@@ -39,27 +62,8 @@ class AuditStats:
     cached: int = 0
     checked: int = 0
     retried: int = 0
+    cache_rejected: int = 0  # entries that failed the integrity check: treated as misses, rewritten
     seconds: float = 0.0
-
-
-def discover(paths: list[str]) -> tuple[list[str], list[ErrorReport]]:
-    """`.ave` files under the given paths (recursively, sorted, each once)."""
-    files, errors, seen = [], [], set()
-    for p in paths:
-        path = Path(p)
-        if path.is_dir():
-            found = sorted(str(f) for f in path.rglob("*.ave") if f.is_file())
-        elif path.is_file():
-            found = [str(path)]
-        else:
-            errors.append(ErrorReport(p, "usage", f"no such file or directory: {p}", None,
-                                      f"{p}: error: no such file or directory", int(ExitCode.USAGE)))
-            continue
-        for f in found:
-            if f not in seen:
-                seen.add(f)
-                files.append(f)
-    return files, errors
 
 
 def check_files(files: list[str], opts: Options) -> dict[str, FileResult]:
@@ -109,7 +113,8 @@ def _run_parallel(chunks: list[list[str]], opts: AuditOptions, done: Callable[[d
             proc = ctx.Process(target=_worker, args=(files, opts.check, child), daemon=True)
             proc.start()
             child.close()
-            running.append(_Task(files, time.monotonic() + opts.file_timeout_s * len(files), proc, parent))
+            limit = opts.file_timeout_s * len(files) if opts.file_timeout_s > 0 else math.inf  # 0: no limit
+            running.append(_Task(files, time.monotonic() + limit, proc, parent))
         for task in list(running):
             status = None
             if task.conn.poll(0.02):
@@ -150,6 +155,7 @@ def _failed(path: str, status: str, why: str) -> FileResult:
 def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] | None = None,
           start: Callable[[int], None] | None = None) -> tuple[Report, AuditStats]:
     """`start(total)` is called once the files are known; `progress(n)` as files finish."""
+    opts.validate()  # the fields may have been changed after construction
     started = time.perf_counter()
     files, errors = discover(paths)
     if start:
@@ -164,11 +170,16 @@ def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] 
     keys: dict[str, str] = {}
     todo = []
     for f in files:
-        try:
-            keys[f] = key(Path(f).read_bytes(), options, opts.check.rules_dirs) if cache else ""
-        except OSError:
-            keys[f] = ""
-        hit = cache.get(keys[f]) if cache and keys[f] else None
+        hit = None
+        if cache:
+            try:  # never blocks: a FIFO swapped in since discovery is refused, not opened for reading
+                keys[f] = key(read_regular(f), options, opts.check.rules_dirs, f)
+            except OSError as exc:
+                results[f] = ([], [unreadable(f, exc.strerror or type(exc).__name__)])
+                if progress:
+                    progress(1)
+                continue
+            hit = cache.get(keys[f], f)
         if hit is not None:
             results[f] = hit
             stats.cached += 1
@@ -182,7 +193,7 @@ def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] 
             results[f] = res
             stats.checked += 1
             if cache and keys.get(f) and not any(e.kind in ("timeout", "internal") for e in res[1]):
-                cache.put(keys[f], *res)
+                cache.put(keys[f], f, *res)
             if progress:
                 progress(1)
 
@@ -197,5 +208,6 @@ def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] 
         kernels, errs = results.get(f, ([], []))
         report.kernels.extend(kernels)
         report.errors.extend(errs)
+    stats.cache_rejected = cache.rejected if cache else 0
     stats.seconds = time.perf_counter() - started
     return report, stats

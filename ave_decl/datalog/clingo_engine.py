@@ -79,6 +79,7 @@ class _Functors:
 
     def __init__(self, rules: list[Rule] | None = None):
         self.rules = rules or []
+        self.failure: RuleError | None = None  # kept here: clingo re-wraps a callback's exception
 
     def to_number(self, s, rule_index=None):
         text = s.string.strip()
@@ -87,8 +88,8 @@ class _Functors:
                 int(text, 2) if text.lower().startswith(("0b", "-0b")) else int(text, 10))
         except ValueError:
             span = self.rules[rule_index.number].span if rule_index is not None and self.rules else None
-            raise RuleError(f"wrong string provided by to_number({s.string!r}) functor (runtime error)", span) \
-                from None
+            self.failure = RuleError(f"wrong string provided by to_number({s.string!r}) functor (runtime error)", span)
+            raise self.failure from None
         return clingo.Number(_wrap32(value))
 
 
@@ -404,18 +405,22 @@ class ClingoEngine:
         messages: list[str] = []
         ctl = clingo.Control(["--warn=none", "--models=0"], logger=lambda code, msg: messages.append(msg),
                              message_limit=20)
+        functors = _Functors(self.prog.rules)
         try:
             ctl.add("base", [], facts_text(facts, self.prog))
             ctl.add("base", [], self.rules_text)
-            ctl.ground([("base", [])], context=_Functors(self.prog.rules))
-        except RuleError as exc:  # a functor failed at run time (Soufflé aborts the run too)
-            # clingo re-raises a callback's exception as type(exc)(exc): unwrap the original
-            raise (exc.message if isinstance(exc.message, RuleError) else exc) from None
-        except RuntimeError as exc:
-            inner = exc.args[0] if exc.args and isinstance(exc.args[0], RuleError) else None
-            if inner is not None:
-                raise inner from None
-            raise RuleError(self._map_error(messages, exc), None) from None
+            ctl.ground([("base", [])], context=functors)
+        except Exception as exc:
+            if functors.failure is not None:
+                # a functor failed at run time (Soufflé aborts the run too). clingo re-raises a
+                # callback's exception as type(exc)(exc), which need not give it back intact:
+                # the original is the one the functors kept
+                raise functors.failure from None
+            if isinstance(exc, RuleError):
+                raise
+            if isinstance(exc, RuntimeError):
+                raise RuleError(self._map_error(messages, exc), None) from None
+            raise
         models: list[list[clingo.Symbol]] = []
         with ctl.solve(yield_=True) as handle:
             for model in handle:

@@ -17,6 +17,7 @@ from .program import (AdtTerm, Aggregate, Atom, BinTerm, Constraint, Decl, Funct
                       RuleFileMeta, Sym, UnTerm, Var, Wild)
 
 _META = re.compile(r"^\s*//\s*@(\w[\w-]*)\s+(.*?)\s*$")
+_CONTINUED = re.compile(r"^\s*//\s{2,}(\S.*?)\s*$")  # an indented comment line continues the field above
 _INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$')
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
@@ -150,7 +151,7 @@ class _Build(SpanTransformer):
             left = BinTerm(str(items[i]), left, items[i + 1])
         return left
 
-    sum_term = prod_term = bitop_term = _fold
+    lor_term = lxor_term = land_term = bor_term = bxor_term = band_term = shift_term = sum_term = prod_term = _fold
 
     def power_term(self, items):
         return BinTerm("^", items[0], items[1])
@@ -261,14 +262,22 @@ def parse_file(path: Path) -> tuple[list, RuleFileMeta]:
     """Parse one `.dl` file into items and its metadata header."""
     text = path.read_text(encoding="utf-8")
     meta = RuleFileMeta(str(path))
-    for line in text.splitlines():
+    last: str | None = None  # the field an indented comment line continues
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
+            last = None
             continue
         m = _META.match(line)
+        more = _CONTINUED.match(line)
         if m:
             key, value = m.groups()
             meta.fields[key] = (meta.fields.get(key, "") + " " + value).strip() if key in meta.fields else value
+            meta.spans.setdefault(key, Span(str(path), n, line.index("@") + 1, n, len(line) + 1))
+            last = key
+        elif more and last is not None:
+            meta.fields[last] = (meta.fields[last] + " " + more.group(1)).strip()
         elif line.strip().startswith("//"):
+            last = None
             continue
         else:
             break

@@ -141,6 +141,7 @@ class RuleFileMeta:
 
     path: str
     fields: dict[str, str] = field(default_factory=dict)
+    spans: dict[str, Span] = field(default_factory=dict)  # field -> its first header line (for lint messages)
 
     @property
     def id(self) -> str:

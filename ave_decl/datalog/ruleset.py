@@ -5,6 +5,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..lang.resources import rules_dir
+from .contract import check_contract
 from .lint import lint
 from .loader import load_program
 from .program import Program
@@ -14,6 +15,7 @@ from .program import Program
 def _load(dirs: tuple[str, ...]) -> Program:
     prog = load_program([Path(d) for d in dirs])
     lint(prog)
+    check_contract(prog)
     return prog
 
 

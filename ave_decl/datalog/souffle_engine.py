@@ -4,22 +4,33 @@ Operational rules from ../shared/reference/datalog-engines.md §2: no shell; a 3
 required (checked from `--version`); every input relation is written as a `.facts` file, empty
 ones too; the output directory exists before the run; `--wno=all` (not `-w`, which also hides
 missing fact files); Soufflé's errors (`Error: … in file F at line N`, exit 1; 134 on
-preprocessor failures) are mapped back to the user's `.dl` file and line; temporary files are
-removed on every path, timeout included.
+preprocessor failures) are mapped back to the user's `.dl` file and line.
+
+A broken install is survived, never an internal error: its bytes are decoded with replacement,
+an output row that a 32-bit Soufflé cannot have written is EngineUnavailable (exit code 2, like
+a missing or 64-bit binary), and a run without `--engine-timeout` is bounded by
+DEFAULT_TIMEOUT_S. The process runs in its own process group, killed whole, and the temporary
+directory is removed on every path: normal, error, timeout, KeyboardInterrupt and SIGTERM
+(children.py).
 """
 from __future__ import annotations
 
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from ..lang.errors import EngineTimeout, EngineUnavailable, RuleError
 from ..lang.source import Span
+from .children import Expired, run_group, sigterm_unwinds
 from .program import Program
+
+DEFAULT_TIMEOUT_S = 600.0  # a run without --engine-timeout: far above any real fixpoint, never unbounded
+VERSION_TIMEOUT_S = 30.0
+MESSAGE_CHARS = 300  # an error line quoted from Soufflé's output is cut to this
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 _ERROR = re.compile(r"^(Error|Warning): (?P<msg>.*?) in file (?P<file>.+?) at line (?P<line>\d+)\s*$")
 _RUNTIME = re.compile(r"in file (?P<file>.+?) \[(?P<line>\d+):(?P<col>\d+)-\d+:\d+\]")
@@ -37,9 +48,12 @@ def find_souffle() -> str | None:
 @lru_cache(maxsize=4)
 def _version(binary: str) -> str:
     try:
-        proc = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineUnavailable(f"cannot run {binary} --version: {exc}") from None
+        with sigterm_unwinds():
+            proc = run_group([binary, "--version"], VERSION_TIMEOUT_S)
+    except OSError as exc:
+        raise EngineUnavailable(f"cannot run {binary} --version: {_cut(str(exc))}") from None
+    except Expired:
+        raise EngineUnavailable(f"{binary} --version did not answer within {VERSION_TIMEOUT_S:g} s") from None
     return proc.stdout + proc.stderr
 
 
@@ -81,6 +95,15 @@ class SouffleEngine:
         self.jobs = jobs
 
     def run(self, facts: dict[str, list[tuple]], timeout: float | None = None) -> dict[str, list[tuple]]:
+        """Every output relation's sorted rows; `timeout` None means DEFAULT_TIMEOUT_S."""
+        limit = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        try:
+            with sigterm_unwinds():
+                return self._run(facts, limit)
+        except OSError as exc:  # no temp space, a binary that cannot be executed, ...
+            raise EngineUnavailable(f"cannot run souffle: {_cut(str(exc))}") from None
+
+    def _run(self, facts: dict[str, list[tuple]], timeout: float) -> dict[str, list[tuple]]:
         with tempfile.TemporaryDirectory(prefix="ave-souffle-") as tmp:
             root = Path(tmp)
             in_dir, out_dir = root / "facts", root / "out"
@@ -92,25 +115,27 @@ class SouffleEngine:
                 _write_facts(in_dir / f"{rel}.facts", facts.get(rel, []))
             cmd = [self.binary, "-F", str(in_dir), "-D", str(out_dir), "--wno=all", f"-j{self.jobs}", str(main)]
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root)
-            except subprocess.TimeoutExpired:
-                raise EngineTimeout(f"souffle did not finish within {timeout} s") from None
-            if proc.returncode != 0:
-                raise self._error(proc.returncode, proc.stderr + proc.stdout, main)
+                proc = run_group(cmd, timeout, cwd=str(root))
+            except Expired:
+                raise EngineTimeout(f"souffle did not finish within {timeout:g} s") from None
+            if proc.code != 0:
+                raise self._error(proc.code, proc.stderr + proc.stdout, main)
             return {rel: self._read(out_dir / f"{rel}.csv", rel) for rel in sorted(self.prog.outputs)}
 
     def _read(self, path: Path, rel: str) -> list[tuple]:
         types = [self.prog.primitive(t) for _, t in self.prog.decls[rel].attrs]
         rows = []
         if not path.exists():
-            raise RuleError(f"souffle wrote no output for {rel}", None)
+            raise EngineUnavailable(f"souffle exited 0 but wrote no output for {rel}: the Soufflé install looks "
+                                    f"broken; use --engine embedded")
         # Soufflé writes symbols as raw bytes (substr can split a UTF-8 sequence): keep them lossless
-        for line in path.read_text(encoding="utf-8", errors="surrogateescape").splitlines():
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        lines = text.removesuffix("\n").split("\n") if text else []  # "\n" only: a symbol may hold a "\r"
+        for n, line in enumerate(lines, 1):
             if not types:
                 rows.append(())
                 continue
-            cells = line.split("\t")
-            rows.append(tuple(int(c) if t == "number" else c for c, t in zip(cells, types)))
+            rows.append(_row(line, types, rel, n))
         rows.sort()
         return rows
 
@@ -140,10 +165,37 @@ class SouffleEngine:
                              self._span(rt.group("file"), int(rt.group("line")), int(rt.group("col")), main))
         summary = next((ln for ln in lines if ln.strip()), f"exit code {code}")
         what = "was killed (out of memory?)" if code in (137, -9) else f"failed with exit code {code}"
-        return RuleError(f"souffle {what}: {summary}", None)
+        return RuleError(f"souffle {what}: {_cut(summary)}", None)
 
     @staticmethod
     def _span(file: str, line: int, col: int, main: Path) -> Span | None:
         if Path(file).name == main.name:
             return None  # our generated include list, not a user file
         return Span(file, line, col, line, col + 1)
+
+
+def _row(line: str, types: list[str], rel: str, n: int) -> tuple:
+    """One tab-separated output line, checked: a 32-bit Soufflé writes exactly these cells."""
+    cells = line.split("\t")
+    if len(cells) != len(types):
+        raise _malformed(rel, n, f"{len(cells)} cells for {len(types)} attributes")
+    out: list = []
+    for cell, typ in zip(cells, types):
+        if typ == "number":
+            if not re.fullmatch(r"-?[0-9]{1,10}", cell) or not INT_MIN <= int(cell) <= INT_MAX:
+                raise _malformed(rel, n, f"{_cut(cell, 40)!r} is not a 32-bit number")
+            out.append(int(cell))
+        else:
+            out.append(cell)
+    return tuple(out)
+
+
+def _malformed(rel: str, n: int, why: str) -> EngineUnavailable:
+    return EngineUnavailable(f"souffle wrote a malformed line {n} of {rel}.csv ({why}): the Soufflé install looks "
+                             f"broken; use --engine embedded")
+
+
+def _cut(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """One line of at most `limit` characters, for a message quoting the engine's output."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -8,10 +8,12 @@ from __future__ import annotations
 from math import prod
 
 from ..hw.dtypes import DTYPES
-from ..hw.expr import ExprTable
+from ..hw.expr import ExprLimitError, ExprTable
 from ..hw.instructions import Instruction
 from ..hw.layout import is_bijective
+from ..hw.targets import TARGETS
 from ..lang import ast as A
+from ..lang import printer
 from ..lang.errors import FrontEndError
 from ..lang.resolve import BUILTINS, resolve_imports
 from ..lang.source import SourceFile, Span
@@ -22,6 +24,11 @@ from .lower_stmts import StatementLowering
 from .values import Binding, Buffer, BVal, Conditional, IVal, Launch, Val
 
 # ------------------------------------------------------------------ values
+
+
+def printable(text: str) -> str:
+    """A symbol both engines can carry: control characters (tab, newline, ...) as escapes."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 
@@ -54,7 +61,7 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.k = kernel
         self.src = source
         self.imports = imports
-        self.t = ExprTable()
+        self.t = ExprTable.bounded()  # 32-bit constants, bounded depth (docs/language.md, "Limits")
         self.facts = KernelFacts(kid, kernel.name, source, self.t)
         self.env: dict[str, Binding] = {}
         self.buffers: dict[str, Buffer] = {}
@@ -68,6 +75,9 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.preds: list[int] = []
         self.cur_stmt = 0
         self.launch: Launch | None = None
+        self.shared_bytes = 0  # of every shared(...) buffer so far, all stages
+        self.block_expr: A.Expr | None = None  # the block= expression (launch errors point at it)
+        self.ended_loops: dict[str, Span] = {}  # loop variable -> its (ended) loop, for messages
 
     # ----------------------------------------------------------- utilities
     def err(self, msg: str, node) -> FrontEndError:
@@ -87,12 +97,20 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.cur_stmt = sid
         return sid
 
-    def _value(self, kind: str, args: tuple[int, ...] = ()) -> int:
+    def _value(self, kind: str, args: tuple[int, ...] = (), op: str | None = None) -> int:
         vid = self.next_value
         self.next_value += 1
         self.facts.add("value", vid, kind, self.cur_stmt)
         for i, a in enumerate(args):
             self.facts.add("value_arg", vid, i, a)
+        if op is not None:  # the operator of an elementwise value (`value_op`)
+            self.facts.add("value_op", vid, op)
+        return vid
+
+    def _index_value(self, eid: int) -> int:
+        """An integer used as data: an `index` value, with the expression it was computed from."""
+        vid = self._value("index")
+        self.facts.add("value_expr", vid, eid)
         return vid
 
     def _access(self, buf: Buffer, kind: str, coords: tuple[int, ...], addr: int) -> int:
@@ -161,12 +179,56 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
             ("warp", self.const_int(warp, "warp size")) if warp is not None else ("wave", 64))
         if size not in (32, 64):
             raise self.err(f"{kind} size must be 32 or 64, got {size}", wave or warp)
+        self._check_launch(grid_e, grid, block_e, block_sizes, kind)
         self.launch = Launch(grid, block, block_sizes, kind, size)
+        self.block_expr = block_e
         for d in range(3):
             g = grid[d] if d < len(grid) else self.t.const(1)
             b = block[d] if d < len(block) else self.t.const(1)
             self.facts.add("launch", d, g, b)
         self.facts.add("group_size", kind, size)
+
+    def _kernel_attrs(self) -> None:
+        """`kernel_attr(k, name, value)`: the decorator's keyword arguments as written (a string's
+        contents, other values printed as source), for rules that read the reference or the launch."""
+        for kw in self.k.decorator.kwargs:
+            text = kw.value.value if isinstance(kw.value, A.Str) else printer.expr(kw.value)
+            self.facts.add("kernel_attr", kw.name, printable(text))
+
+    def _check_launch(self, grid_e: A.Expr, grid: tuple[int, ...], block_e: A.Expr, block: tuple[int, ...],
+                      kind: str) -> None:
+        """The launch fits the declared target (hw/targets.py): constant extents >= 1 and within
+        the per-dimension limits, at most `max_threads` threads per block. Symbolic grid
+        extents depend on the sizes and are not checked here."""
+        target = TARGETS[kind]
+        for what, e, extents, limits in (("block", block_e, block, target.max_block), ("grid", grid_e, None, target.max_grid)):
+            elts = e.elts if isinstance(e, A.Tuple) else (e,)
+            for d, x in enumerate(elts):
+                value = extents[d] if extents is not None else (
+                    self.t.nodes[grid[d]].value if self.t.nodes[grid[d]].op == "const" else None)
+                if value is None:
+                    continue
+                if value < 1:
+                    raise self.err(f"{what} extent {value} (dimension {d}) must be at least 1", x)
+                if value > limits[d]:
+                    raise self.err(f"{what} extent {value} (dimension {d}) exceeds the limit of {target.name}: "
+                                   f"{limits[d]}", x)
+        threads = prod(block)
+        if threads > target.max_threads:
+            raise self.err(f"block={'x'.join(map(str, block))} has {threads} threads; {target.name} allows at most "
+                           f"{target.max_threads} threads per block", block_e)
+
+    def require_whole_groups(self, what: str, node) -> None:
+        """`what` (a matrix instruction, a lane reduction) runs on every lane of a wave/warp: on a
+        block whose thread count is not a multiple of the group size the last group is partial and
+        its missing lanes hold nothing (mma.sync/ldmatrix are `.aligned`, MFMA reads all 64 lanes)."""
+        assert self.launch is not None and self.launch.block_sizes is not None
+        threads, g = prod(self.launch.block_sizes), self.launch.group_size
+        if threads % g:
+            line = getattr(getattr(node, "span", None), "line", 0)
+            raise self.err(f"block= has {threads} threads, not a multiple of the {self.launch.group_kind} size {g}: "
+                           f"{what}{f' (line {line})' if line else ''} needs whole {self.launch.group_kind}s",
+                           self.block_expr)
 
     def _dims(self, e: A.Expr, what: str) -> tuple[int, ...]:
         elts = e.elts if isinstance(e, A.Tuple) else (e,)
@@ -176,45 +238,51 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
 
     # ------------------------------------------------------------ params
     def lower_params(self) -> None:
-        seen = set()
+        seen: set[str] = set()
         for p in self.k.params:
-            if p.name in seen:
-                raise self.err(f"duplicate parameter '{p.name}'", p)
-            seen.add(p.name)
-            ann = p.annotation
-            if isinstance(ann, A.Name) and ann.id == "int":
-                self.env[p.name] = Binding(IVal(self.t.sym(f"size:{p.name}")), 0)
-                self.facts.add("assumption", self.t.op("ge", self.t.sym(f"size:{p.name}"), self.t.const(0)))
-                continue
-            if not (isinstance(ann, A.Subscript) and isinstance(ann.value, A.Name) and ann.value.id == "Tensor"
-                    and len(ann.indices) in (2, 3)):
-                raise self.err(f"parameter '{p.name}' needs a type Tensor[dtype, (dims...)] or int", ann)
-            dt, shape = ann.indices[:2]
-            if not isinstance(dt, A.Name) or dt.id not in DTYPES:
-                raise self.err(f"unknown element type in Tensor[...]; expected one of {', '.join(sorted(DTYPES))}", dt)
-            dims = shape.elts if isinstance(shape, A.Tuple) else (shape,)
-            eids = []
-            for d in dims:
-                if isinstance(d, A.Name):
-                    if d.id in self.env and not isinstance(self.env[d.id].value, IVal):
-                        raise self.err(f"'{d.id}' is already a tensor; a dimension must be a size name", d)
-                    if d.id not in self.env:
-                        sym = self.t.sym(f"size:{d.id}")
-                        self.env[d.id] = Binding(IVal(sym), 0)
-                        self.facts.add("assumption", self.t.op("ge", sym, self.t.const(1)))
-                    eids.append(self.env[d.id].value.eid)  # type: ignore[union-attr]
-                elif isinstance(d, A.Int) and d.value > 0:
-                    eids.append(self.t.const(d.value))
-                else:
-                    raise self.err("a tensor dimension must be a size name or a positive integer", d)
-            buf = Buffer(p.name, p.name, "global", dt.id, tuple(eids), None, None, p.span)
-            if len(ann.indices) == 3:
-                buf.index_values = self._index_values(ann.indices[2], buf)
-            self._declare(buf)
-            self.env[p.name] = Binding(buf, 0)
-            if buf.index_values is not None:
-                lo, hi, injective = buf.index_values
-                self.facts.add("index_values", buf.id, lo, hi, int(injective))
+            try:
+                self._param(p, seen)
+            except ExprLimitError as exc:  # a constant dimension product beyond 32 bits
+                raise self.err(str(exc), p) from None
+
+    def _param(self, p: A.Param, seen: set[str]) -> None:
+        if p.name in seen:
+            raise self.err(f"duplicate parameter '{p.name}'", p)
+        seen.add(p.name)
+        ann = p.annotation
+        if isinstance(ann, A.Name) and ann.id == "int":
+            self.env[p.name] = Binding(IVal(self.t.sym(f"size:{p.name}")), 0)
+            self.facts.add("assumption", self.t.op("ge", self.t.sym(f"size:{p.name}"), self.t.const(0)))
+            return
+        if not (isinstance(ann, A.Subscript) and isinstance(ann.value, A.Name) and ann.value.id == "Tensor"
+                and len(ann.indices) in (2, 3)):
+            raise self.err(f"parameter '{p.name}' needs a type Tensor[dtype, (dims...)] or int", ann)
+        dt, shape = ann.indices[:2]
+        if not isinstance(dt, A.Name) or dt.id not in DTYPES:
+            raise self.err(f"unknown element type in Tensor[...]; expected one of {', '.join(sorted(DTYPES))}", dt)
+        dims = shape.elts if isinstance(shape, A.Tuple) else (shape,)
+        eids = []
+        for d in dims:
+            if isinstance(d, A.Name):
+                if d.id in self.env and not isinstance(self.env[d.id].value, IVal):
+                    raise self.err(f"'{d.id}' is already a tensor; a dimension must be a size name", d)
+                if d.id not in self.env:
+                    sym = self.t.sym(f"size:{d.id}")
+                    self.env[d.id] = Binding(IVal(sym), 0)
+                    self.facts.add("assumption", self.t.op("ge", sym, self.t.const(1)))
+                eids.append(self.env[d.id].value.eid)  # type: ignore[union-attr]
+            elif isinstance(d, A.Int) and d.value > 0:
+                eids.append(self.t.const(d.value))
+            else:
+                raise self.err("a tensor dimension must be a size name or a positive integer", d)
+        buf = Buffer(p.name, p.name, "global", dt.id, tuple(eids), None, None, p.span)
+        if len(ann.indices) == 3:
+            buf.index_values = self._index_values(ann.indices[2], buf)
+        self._declare(buf)
+        self.env[p.name] = Binding(buf, 0)
+        if buf.index_values is not None:
+            lo, hi, injective = buf.index_values
+            self.facts.add("index_values", buf.id, lo, hi, int(injective))
 
     def _index_values(self, e: A.Expr, buf: Buffer) -> tuple[int, int, bool]:
         """`Tensor[i32, (n,), (lo, hi)]`: an index tensor whose values lie in [lo, hi);
@@ -251,6 +319,7 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.facts.add("kernel", self.k.name, self.src.path)
         self.lower_params()
         self.lower_launch()
+        self._kernel_attrs()
         entry = self._node("entry", self.k.span)
         self.facts.add("entry", entry)
         self.block(self.k.body)

@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 from ..hw.dtypes import DTYPES
-from ..hw.expr import BINARY_OPS, BOOL_OPS, UNARY_OPS
+from ..hw.expr import BINARY_OPS, BOOL_OPS, UNARY_OPS, ExprLimitError
 from ..hw.instructions import INSTRUCTIONS
 from ..hw.layout import AnyLayout, Composed, Layout, Swizzle, col_major, row_major
 from ..lang import ast as A
 from ..lang.resolve import BUILTINS, ELEMENTWISE
-from .values import Buffer, Builtin, BVal, Conditional, DType, DVal, InstrVal, IVal, LayoutVal, Val, describe, structure
+from .values import (Buffer, Builtin, BVal, Conditional, DType, DVal, InstrVal, IVal, LayoutVal, LoopLocal, Val, describe,
+                     structure)
+
+# `value_op` names of elementwise operators on data: the index operators' names plus true division and power
+DATA_BINARY_OPS = {**BINARY_OPS, "/": "div", "**": "pow"}
+DATA_UNARY_OPS = {**UNARY_OPS, "+": "pos"}
 
 
 class ExpressionLowering:
@@ -19,7 +24,14 @@ class ExpressionLowering:
             if isinstance(b.value, Conditional):
                 raise self.err(f"index variable '{node.id}' is assigned in a branch, so its value after the "
                                f"`if` depends on the path taken (unsupported)", node)
+            if isinstance(b.value, LoopLocal):
+                raise self.err(f"index name '{node.id}' depends on the loop variable '{b.value.loop_var}' of the loop "
+                               f"at {b.value.loop}, so it has no value after that loop", node)
             return b.value
+        ended = self.ended_loops.get(node.id)
+        if ended is not None:
+            raise self.err(f"loop variable '{node.id}' is used after its loop (at {ended}); it has no value there",
+                           node)
         if node.id in DTYPES:
             return DType(node.id)
         if node.id in self.imports:
@@ -56,55 +68,58 @@ class ExpressionLowering:
         return node.value
 
     def eval(self, e: A.Expr) -> Val:
-        if isinstance(e, A.Name):
-            v = self.lookup(e)
-            if isinstance(v, Buffer) and v.implicit:
-                return self.load(v, (), e)
-            return v
-        if isinstance(e, A.Bool):
-            return BVal(self.t.const(int(e.value)))
-        if isinstance(e, A.Int):
-            if abs(e.value) >= 2**31:
-                raise self.err(f"integer literal {e.value} does not fit in 32 bits", e)
-            return IVal(self.t.const(e.value))
-        if isinstance(e, A.Float):
-            return DVal(self._value("const"), "f32")
-        if isinstance(e, A.Str):
-            raise self.err("a string is only allowed as the name argument of tag(...)", e)
-        if isinstance(e, A.BinOp):
-            return self._binop(e)
-        if isinstance(e, A.UnaryOp):
-            v = self.eval(e.operand)
-            if isinstance(v, DVal):
-                return DVal(self._value("elementwise", (v.vid,)), v.dtype)
-            if e.op == "+":
-                return v if isinstance(v, IVal) else self._type_error(e, v)
-            if not isinstance(v, (IVal, BVal)):
-                return self._type_error(e, v)
-            op = UNARY_OPS[e.op]
-            return (BVal if op == "lnot" else IVal)(self.t.op(op, v.eid))
-        if isinstance(e, A.BoolOp):
-            eids = [self.index(x, "operand of a boolean operator") for x in e.values]
-            out = eids[0]
-            for x in eids[1:]:
-                out = self.t.op(BINARY_OPS[e.op], out, x)
-            return BVal(out)
-        if isinstance(e, A.Subscript):
-            base = self.eval(e.value) if not isinstance(e.value, A.Name) else self.lookup(e.value)
-            if not isinstance(base, Buffer):
-                raise self.err(f"only tensors and buffers can be indexed, not {describe(base)}", e)
-            return self.load(base, e.indices, e)
-        if isinstance(e, A.Call):
-            return self._call(e)
-        if isinstance(e, A.Tuple):
-            raise self.err("a tuple is not a value here", e)
-        if isinstance(e, A.Lambda):
-            raise self.err("a lambda is only allowed as an argument of tag(...) or assert_tag(...)", e)
-        if isinstance(e, A.IfExp):
-            raise self.err("conditional expressions (x if c else y) are not supported; use select(c, x, y)", e)
-        if isinstance(e, A.Attribute):
-            raise self.err("attribute access is not part of the language", e)
-        raise self.err("unsupported expression", e)
+        try:  # zero-cost: no extra frame per nesting level (lang/depth.py counts frames per level)
+            if isinstance(e, A.Name):
+                v = self.lookup(e)
+                if isinstance(v, Buffer) and v.implicit:
+                    return self.load(v, (), e)
+                return v
+            if isinstance(e, A.Bool):
+                return BVal(self.t.const(int(e.value)))
+            if isinstance(e, A.Int):
+                if abs(e.value) >= 2**31:
+                    raise self.err(f"integer literal {e.value} does not fit in 32 bits", e)
+                return IVal(self.t.const(e.value))
+            if isinstance(e, A.Float):
+                return DVal(self._value("const"), "f32")
+            if isinstance(e, A.Str):
+                raise self.err("a string is only allowed as the name argument of tag(...)", e)
+            if isinstance(e, A.BinOp):
+                return self._binop(e)
+            if isinstance(e, A.UnaryOp):
+                v = self.eval(e.operand)
+                if isinstance(v, DVal):
+                    return DVal(self._value("elementwise", (v.vid,), op=DATA_UNARY_OPS.get(e.op, e.op)), v.dtype)
+                if e.op == "+":
+                    return v if isinstance(v, IVal) else self._type_error(e, v)
+                if not isinstance(v, (IVal, BVal)):
+                    return self._type_error(e, v)
+                op = UNARY_OPS[e.op]
+                return (BVal if op == "lnot" else IVal)(self.t.op(op, v.eid))
+            if isinstance(e, A.BoolOp):
+                eids = [self.index(x, "operand of a boolean operator") for x in e.values]
+                out = eids[0]
+                for x in eids[1:]:
+                    out = self.t.op(BINARY_OPS[e.op], out, x)
+                return BVal(out)
+            if isinstance(e, A.Subscript):
+                base = self.eval(e.value) if not isinstance(e.value, A.Name) else self.lookup(e.value)
+                if not isinstance(base, Buffer):
+                    raise self.err(f"only tensors and buffers can be indexed, not {describe(base)}", e)
+                return self.load(base, e.indices, e)
+            if isinstance(e, A.Call):
+                return self._call(e)
+            if isinstance(e, A.Tuple):
+                raise self.err("a tuple is not a value here", e)
+            if isinstance(e, A.Lambda):
+                raise self.err("a lambda is only allowed as an argument of tag(...) or assert_tag(...)", e)
+            if isinstance(e, A.IfExp):
+                raise self.err("conditional expressions (x if c else y) are not supported; use select(c, x, y)", e)
+            if isinstance(e, A.Attribute):
+                raise self.err("attribute access is not part of the language", e)
+            raise self.err("unsupported expression", e)
+        except ExprLimitError as exc:  # the innermost expression whose constant or depth is out of bounds
+            raise self.err(str(exc), e) from None
 
     def _type_error(self, e, v):
         raise self.err(f"operator cannot be applied to {describe(v)}", e)
@@ -119,17 +134,20 @@ class ExpressionLowering:
                 if isinstance(v, DVal):
                     args.append(v.vid)
                 elif isinstance(v, (IVal, BVal)):
-                    args.append(self._value("index"))
+                    args.append(self._index_value(v.eid))
                 else:
                     self._type_error(side, v)
             dtype = left.dtype if isinstance(left, DVal) else right.dtype  # type: ignore[union-attr]
-            return DVal(self._value("elementwise", tuple(args)), dtype)
+            return DVal(self._value("elementwise", tuple(args), op=DATA_BINARY_OPS.get(e.op, e.op)), dtype)
         for side, v in ((e.left, left), (e.right, right)):
             if not isinstance(v, (IVal, BVal)):
                 self._type_error(side, v)
         if e.op in ("/", "**"):
             raise self.err(f"operator '{e.op}' is not defined on index expressions (use // for division)", e)
         op = BINARY_OPS[e.op]
+        divisor = self.t.nodes[right.eid]  # type: ignore[union-attr]
+        if op in ("floordiv", "mod") and divisor.op == "const" and divisor.value == 0:
+            raise self.err(f"{'division' if op == 'floordiv' else 'remainder'} by zero", e)
         eid = self.t.op(op, left.eid, right.eid)  # type: ignore[union-attr]
         return BVal(eid) if op in BOOL_OPS else IVal(eid)
 
@@ -216,6 +234,8 @@ class ExpressionLowering:
             b, m, s = (self.const_int(a, "swizzle parameter") for a in e.args)
             if b < 0 or m < 0 or abs(s) < b:
                 raise self.err(f"swizzle({b}, {m}, {s}) needs B >= 0, M >= 0 and |S| >= B", e)
+            if b + m + abs(s) > 31:  # its masks are 32-bit constants: offsets are 32-bit
+                raise self.err(f"swizzle({b}, {m}, {s}) needs B + M + |S| <= 31 (shared-memory offsets are 32-bit)", e)
             return LayoutVal(Swizzle(b, m, s))
         if name in ("shared", "local"):
             raise self.err(f"{name}(...) must be assigned to a name", e)
@@ -231,6 +251,7 @@ class ExpressionLowering:
             raise self.err(f"{name}() reduces a data value, not {describe(x)}", e.args[0])
         width = self.const_int(e.args[1], f"{name} width")
         assert self.launch is not None
+        self.require_whole_groups(f"{name}()", e)
         g = self.launch.group_size
         if width < 2 or width & (width - 1) or g % width:
             raise self.err(f"{name} width must be a power of two in [2, {g}] dividing the {self.launch.group_kind} "
@@ -246,10 +267,10 @@ class ExpressionLowering:
                 vids.append(a.vid)
                 dtype = a.dtype
             elif isinstance(a, (IVal, BVal)):
-                vids.append(self._value("index"))
+                vids.append(self._index_value(a.eid))
             else:
                 self._type_error(node, a)
-        return DVal(self._value("elementwise", tuple(vids)), dtype)
+        return DVal(self._value("elementwise", tuple(vids), op=e.func_name or "call"), dtype)
 
     def _nested(self, e: A.Expr):
         if isinstance(e, A.Tuple):

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from math import prod
 
-from ..hw.dtypes import DTYPES
+from ..hw.dtypes import DTYPE_BYTES, DTYPES
+from ..hw.expr import CONST_BOUND
 from ..hw.expr import substitute
 from ..hw.instructions import LoadMatrix
 from ..hw.layout import Composed, Swizzle, row_major
+from ..hw.targets import TARGETS
 from ..lang import ast as A
 from .values import Buffer, BVal, DVal, IVal, LayoutVal, const_size, describe
 
@@ -63,6 +65,10 @@ class InstructionLowering:
         shape = tuple(self.const_int(d, f"{space} buffer extent") for d in dims)
         if any(d <= 0 for d in shape):
             raise self.err("buffer extents must be positive", shape_e)
+        if prod(shape) >= CONST_BOUND:
+            raise self.err(f"the buffer has {prod(shape)} elements; a buffer holds fewer than 2**31", shape_e)
+        if space == "shared":
+            self._charge_shared(prod(shape) * DTYPE_BYTES[dt.id], e)
         layout = None
         lay_e = e.kwarg("layout")
         if lay_e is not None:
@@ -92,11 +98,22 @@ class InstructionLowering:
                 raise self.err("init= is only for local buffers", init)
             v = self.eval(init)
             if isinstance(v, (IVal, BVal)):
-                v = DVal(self._value("index"), buf.dtype)
+                v = DVal(self._index_value(v.eid), buf.dtype)
             if not isinstance(v, DVal):
                 raise self.err("init= needs a number", init)
             aid = self._access(buf, "write_all", (), self.t.sym("slot"))
             self.facts.add("store_value", aid, v.vid)
+
+    def _charge_shared(self, nbytes: int, e: A.Call) -> None:
+        """Add a shared buffer (all its stages) to the block's shared memory; past the declared
+        target's per-block limit (hw/targets.py) the kernel cannot launch."""
+        assert self.launch is not None
+        target = TARGETS[self.launch.group_kind]
+        self.shared_bytes += nbytes
+        if self.shared_bytes > target.shared_bytes:
+            raise self.err(f"shared memory: this buffer ({nbytes} bytes) brings the block to {self.shared_bytes} bytes; "
+                           f"{target.name} allows {target.shared_bytes} bytes ({target.shared_bytes // 1024} KiB) "
+                           f"per block", e)
 
     def _ldmatrix(self, name: str, e: A.Call, s: A.Stmt) -> None:
         """`dst = ldmatrix_x4(S[r, c])`: every lane supplies the shared address (r, c) of one row
@@ -110,6 +127,7 @@ class InstructionLowering:
                            f"{self.launch.group_kind}={self.launch.group_size}", e)
         if len(self.launch.block) != 1:
             raise self.err(f"{lm.name} needs a one-dimensional block", e)
+        self.require_whole_groups(lm.name, e)
         if len(e.args) != 1 or e.kwargs or not isinstance(e.args[0], A.Subscript):
             raise self.err(f"{lm.name}(S[row, col]) takes one indexed shared buffer: this lane's row address", e)
         src = e.args[0]
@@ -150,6 +168,7 @@ class InstructionLowering:
         if self.launch.group_kind != instr.group or self.launch.group_size != instr.group_size:
             raise self.err(f"{instr.name} runs on a {instr.group} of {instr.group_size} threads; the kernel declares "
                            f"{self.launch.group_kind}={self.launch.group_size}", e)
+        self.require_whole_groups(instr.name, e)
         sid = self._node("mma", s.span)
         bufs = []
         for arg, role, spec in zip(e.args, "abc", (instr.a, instr.b, instr.c)):

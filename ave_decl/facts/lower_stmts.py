@@ -2,11 +2,21 @@
 from __future__ import annotations
 
 from ..hw.dtypes import DTYPES
-from ..hw.expr import BINARY_OPS, UNARY_OPS
+from ..hw.expr import BINARY_OPS, UNARY_OPS, ExprLimitError, symbols
 from ..hw.instructions import INSTRUCTIONS, LoadMatrix
 from ..lang import ast as A
 from ..lang.resolve import BUILTINS, free_names
-from .values import Binding, Buffer, BVal, Conditional, DVal, InstrVal, IVal, LayoutVal, const_size, describe
+from .values import Binding, Buffer, BVal, Conditional, DVal, InstrVal, IVal, LayoutVal, LoopLocal, const_size, describe
+
+
+def _symbol_words(names: set[str]) -> str:
+    """The source names of expression symbols (for messages)."""
+    words = []
+    for n in sorted(names):
+        kind, _, rest = n.partition(":")
+        words.append({"tid": f"thread_id({rest})", "bid": f"block_id({rest})", "loop": "a loop variable",
+                      "slot": "a register slot"}.get(kind, n))
+    return ", ".join(dict.fromkeys(words))
 
 
 class StatementLowering:
@@ -17,20 +27,23 @@ class StatementLowering:
             self.stmt(s)
 
     def stmt(self, s: A.Stmt) -> None:
-        if isinstance(s, A.Pass):
-            return
-        if isinstance(s, A.For):
-            return self._for(s)
-        if isinstance(s, A.If):
-            return self._if(s)
-        if isinstance(s, A.ExprStmt):
-            return self._expr_stmt(s)
-        if isinstance(s, A.Assign):
-            return self._assign(s.target, s.value, s)
-        if isinstance(s, A.AugAssign):
-            value = A.BinOp(s.op, s.target, s.value, s.span)
-            return self._assign(s.target, value, s)
-        raise self.err("unsupported statement", s)
+        try:  # zero-cost; an expression bound exceeded outside any expression's eval (addresses, sizes)
+            if isinstance(s, A.Pass):
+                return
+            if isinstance(s, A.For):
+                return self._for(s)
+            if isinstance(s, A.If):
+                return self._if(s)
+            if isinstance(s, A.ExprStmt):
+                return self._expr_stmt(s)
+            if isinstance(s, A.Assign):
+                return self._assign(s.target, s.value, s)
+            if isinstance(s, A.AugAssign):
+                value = A.BinOp(s.op, s.target, s.value, s.span)
+                return self._assign(s.target, value, s)
+            raise self.err("unsupported statement", s)
+        except ExprLimitError as exc:
+            raise self.err(str(exc), s) from None
 
     def _for(self, s: A.For) -> None:
         it = s.iter
@@ -53,7 +66,9 @@ class StatementLowering:
         if saved is not None and isinstance(saved.value, Buffer):
             raise self.err(f"loop variable '{s.var}' would hide the buffer of the same name", s)
         self.env[s.var] = Binding(IVal(var), self.scope_stack[-1])
+        before = dict(self.env)
         self.block(s.body)
+        self._end_loop_locals(s, header, before)
         latch = self._node("latch", s.span)
         self.facts.add("back_edge", latch, header)
         self.facts.add("loop", header, latch, s.var, lo, hi, step)
@@ -61,8 +76,20 @@ class StatementLowering:
         self.scope_stack.pop()
         if saved is None:
             del self.env[s.var]
+            self.ended_loops[s.var] = s.span
         else:
             self.env[s.var] = saved
+
+    def _end_loop_locals(self, s: A.For, header: int, before: dict[str, Binding]) -> None:
+        """Index names bound in the loop body from its variable have no value after the loop: they
+        become LoopLocal (an error at a later use) instead of leaking `loop:<header>` into
+        expressions that no loop iteration names (a KeyError in the Z3 encoding)."""
+        var = f"loop:{header}"
+        for name, b in list(self.env.items()):
+            if name == s.var or before.get(name) is b or not isinstance(b.value, (IVal, BVal)):
+                continue
+            if var in symbols(self.t, b.value.eid):
+                self.env[name] = Binding(LoopLocal(name, s.var, s.span), b.scope)
 
     def _new_scope(self) -> int:
         self.next_scope += 1
@@ -124,6 +151,10 @@ class StatementLowering:
                 v = self.eval(a)
                 if not isinstance(v, (BVal, IVal)):
                     raise self.err("assume() takes conditions over sizes and indices", a)
+                other = {n for n in symbols(self.t, v.eid) if not n.startswith(("size:", "uf:"))}
+                if other:  # an assumption holds for the whole kernel (every query): sizes only
+                    raise self.err(f"assume() constrains sizes only; this condition depends on "
+                                   f"{_symbol_words(other)}", a)
                 self.facts.add("assumption", v.eid)
         elif name == "tag":
             self._tag(e, s)
@@ -171,6 +202,10 @@ class StatementLowering:
             self.env[p] = Binding(IVal(self.t.sym(f"arg:{i}")), self.scope_stack[-1])
         body = lam.body.elts if isinstance(lam.body, A.Tuple) else (lam.body,)
         comps = [self.index(c, "tag component") for c in body]
+        for c, node in zip(comps, body):
+            if any(n.startswith("loop:") for n in symbols(self.t, c)):
+                raise self.err("a tag binding holds for the whole kernel, so its components cannot depend on a "
+                               "loop variable", node)
         self.env = saved
         buf.tagged = True
         self.facts.add("tag_bind", buf.id, name.value, len(comps), sid)
@@ -258,7 +293,7 @@ class StatementLowering:
             self._node("store", s.span)
             v = self.eval(value)
             if isinstance(v, (IVal, BVal)):
-                v = DVal(self._value("index"), buf.dtype)
+                v = DVal(self._index_value(v.eid), buf.dtype)
             if not isinstance(v, DVal):
                 raise self.err(f"cannot store {describe(v)} into '{buf.name}'", value)
             coords = self._coords(buf, target.indices, target)

@@ -77,7 +77,17 @@ class Conditional:
     span: Span
 
 
-Val = Union[IVal, BVal, DVal, Buffer, LayoutVal, DType, Builtin, InstrVal, Conditional]
+@dataclass(frozen=True)
+class LoopLocal:
+    """An index name computed from a loop variable, seen after that loop: it has no single value
+    there (every iteration gave it another), so a use is a front-end error naming the loop."""
+
+    name: str
+    loop_var: str
+    loop: Span
+
+
+Val = Union[IVal, BVal, DVal, Buffer, LayoutVal, DType, Builtin, InstrVal, Conditional, LoopLocal]
 
 
 @dataclass

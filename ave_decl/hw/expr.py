@@ -21,6 +21,27 @@ BINARY_OPS = {
 UNARY_OPS = {"-": "neg", "~": "bnot", "not": "lnot"}
 BOOL_OPS = {"eq", "ne", "lt", "le", "gt", "ge", "land", "lor", "lnot", "true"}
 
+# The bounds a kernel's table keeps (docs/language.md, "Limits"). Constants are 32-bit like the
+# facts both Datalog engines carry and the bit-vector encoding of `^ & | ~`; the depth bound keeps
+# every recursive walk of the DAG (Z3 encoding, substitution, evaluation) far from Python's
+# recursion limit (legitimate kernels reach depth 11).
+CONST_BOUND = 2 ** 31
+MAX_EXPR_DEPTH = 100
+MAX_SHIFT = 63  # a constant shift count outside [0, 63] is refused: 2 ** count must stay small
+
+
+class ExprLimitError(ValueError):
+    """A bound of a bounded table was exceeded (the lowering reports it at the expression)."""
+
+
+class ConstantError(ExprLimitError):
+    """An integer constant (written or folded) outside [-CONST_BOUND, CONST_BOUND), or an
+    operation on constants that has no value (a negative or huge shift count)."""
+
+
+class ExprTooDeep(ExprLimitError):
+    """An expression deeper than the table's `max_depth` (after inlining index names)."""
+
 
 @dataclass(frozen=True)
 class Node:
@@ -32,21 +53,43 @@ class Node:
 
 @dataclass
 class ExprTable:
-    """Per-kernel DAG. `intern` returns the id of an equal node if one exists."""
+    """Per-kernel DAG. `intern` returns the id of an equal node if one exists.
+
+    A kernel's table is bounded (`bounded()`): constants must lie in [-const_bound, const_bound)
+    and no node may be deeper than `max_depth`; violations raise ExprLimitError. An unbounded
+    table (the default, for algebra and tests) still never folds a shift whose result would be
+    huge, so folding itself cannot take unbounded time or memory."""
 
     nodes: list[Node] = field(default_factory=list)
     _index: dict[Node, int] = field(default_factory=dict)
+    const_bound: int | None = None
+    max_depth: int | None = None
+    depth: list[int] = field(default_factory=list)
+
+    @staticmethod
+    def bounded() -> "ExprTable":
+        return ExprTable(const_bound=CONST_BOUND, max_depth=MAX_EXPR_DEPTH)
 
     def intern(self, node: Node) -> int:
         found = self._index.get(node)
         if found is not None:
             return found
+        d = 1 + max((self.depth[a] for a in node.args), default=0)
+        if self.max_depth is not None and d > self.max_depth:
+            raise ExprTooDeep(f"index expression is nested too deeply: more than {self.max_depth} operations "
+                              f"deep once index names are inlined")
         self.nodes.append(node)
+        self.depth.append(d)
         self._index[node] = len(self.nodes) - 1
         return len(self.nodes) - 1
 
     def const(self, value: int) -> int:
-        return self.intern(Node("const", value=int(value)))
+        value = int(value)
+        if self.const_bound is not None and not -self.const_bound <= value < self.const_bound:
+            raise ConstantError(f"integer constant {_digits(value)} is out of range: constants must lie in "
+                                f"[-2**31, 2**31)" if self.const_bound == CONST_BOUND else
+                                f"integer constant {_digits(value)} is out of range (bound {self.const_bound})")
+        return self.intern(Node("const", value=value))
 
     def sym(self, name: str) -> int:
         return self.intern(Node("sym", name=name))
@@ -75,6 +118,15 @@ class ExprTable:
         identity = self._identity(op, args)
         if identity is not None:
             return identity
+        if op in ("shl", "shr") and vals[1].op == "const" and not 0 <= vals[1].value <= MAX_SHIFT:
+            if self.const_bound is not None and vals[0].op == "const" and vals[0].value and op == "shl" \
+                    and vals[1].value > 0:
+                raise ConstantError(f"integer constant {_digits(vals[0].value)} << {_digits(vals[1].value)} is out of "
+                                    f"range: constants must lie in [-2**31, 2**31)")
+            if self.const_bound is not None:
+                raise ConstantError(f"shift count {_digits(vals[1].value)} is out of range: a constant shift "
+                                    f"count must lie in [0, {MAX_SHIFT}]")
+            return None  # unbounded table: kept as a node, never computed (1 << 10**10 is 1.25 GB)
         if all(v.op == "const" for v in vals) and op in _EVAL and not (op in ("floordiv", "mod") and vals[1].value == 0):
             return self.const(_EVAL[op](*[v.value for v in vals]))
         if len(args) == 2:
@@ -120,9 +172,18 @@ class ExprTable:
             if x.op == "mul" and (self._const_of(x.args[1]) or 0) % c == 0 and self._const_of(x.args[1]):
                 return self.const(0)
         if op == "floordiv" and x.op == "floordiv" and (self._const_of(x.args[1]) or 0) > 0:
-            # (x // a) // c == x // (a * c) for positive a, c
-            return self.op("floordiv", x.args[0], self.const(self._const_of(x.args[1]) * c))
+            # (x // a) // c == x // (a * c) for positive a, c (when a * c is itself a constant)
+            ac = self._const_of(x.args[1]) * c
+            if self.const_bound is None or ac < self.const_bound:
+                return self.op("floordiv", x.args[0], self.const(ac))
         return None
+
+
+def _digits(value: int) -> str:
+    """A short rendering of a possibly huge integer (str() of a 10**5-digit int is refused)."""
+    if abs(value) < 10 ** 30:
+        return str(value)
+    return f"{'-' if value < 0 else ''}2**{abs(value).bit_length() - 1}+"
 
 
 def substitute(table: ExprTable, eid: int, mapping: dict[str, int]) -> int:
@@ -167,11 +228,19 @@ def evaluate(table: ExprTable, eid: int, env: dict):
     """Concrete value of a node (booleans as 0/1), Python floor semantics for // and %.
 
     `env` values may be ints or integer numpy arrays (then the result is an array: every
-    point of a finite domain at once)."""
+    point of a finite domain at once). Division and remainder by zero give 0 in both modes
+    (numpy's integer convention; the Z3 encoding leaves them unspecified and a GPU's result is
+    undefined), without a RuntimeWarning on stderr; on Python ints a shift by a count outside
+    [0, 63] (`<<`) or a negative count (`>>`) gives 0 instead of raising or allocating 2**count."""
     import numpy as np
 
     memo: dict[int, object] = {}
     vector = any(isinstance(v, np.ndarray) for v in env.values())
+    with np.errstate(all="ignore"):
+        return _evaluate(table, eid, env, memo, vector)
+
+
+def _evaluate(table: ExprTable, eid: int, env: dict, memo: dict, vector: bool):
 
     def go(i: int):
         if i in memo:
@@ -227,15 +296,37 @@ class _LazyOps(dict):
 _VECTOR = _LazyOps()
 
 
-def _floordiv(a: int, b: int) -> int:
-    return a // b
+def _floordiv(a, b):
+    try:
+        return a // b
+    except ZeroDivisionError:  # Python ints; numpy gives 0 (warnings silenced by `evaluate`)
+        return 0
+
+
+def _mod(a, b):
+    try:
+        return a % b
+    except ZeroDivisionError:
+        return 0
+
+
+def _shl(a, b):
+    if isinstance(b, int) and not 0 <= b <= MAX_SHIFT:
+        return 0
+    return a << b
+
+
+def _shr(a, b):
+    if isinstance(b, int) and b < 0:
+        return 0
+    return a >> b
 
 
 _EVAL = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floordiv": _floordiv, "mod": lambda a, b: a % b, "xor": lambda a, b: a ^ b,
-    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "shl": lambda a, b: a << b,
-    "shr": lambda a, b: a >> b, "neg": lambda a: -a, "bnot": lambda a: ~a,
+    "floordiv": _floordiv, "mod": _mod, "xor": lambda a, b: a ^ b,
+    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "shl": _shl,
+    "shr": _shr, "neg": lambda a: -a, "bnot": lambda a: ~a,
     "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b), "lt": lambda a, b: int(a < b),
     "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
     "min": min, "max": max,

@@ -1,11 +1,28 @@
 """Error classes and the exit codes they map to (same in every output mode)."""
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: source.py raises these errors, so errors.py must not import it
     from .source import SourceFile, Span
+
+
+# A message quotes source text (names, literals, tokens): a 100 KB literal must not be echoed whole.
+# Any run of non-blank characters longer than _MAX_WORD, and a message longer than _MAX_MESSAGE, is
+# cut and the cut marked with `…` (docs/language.md, "Limits"); the location is never cut.
+_MAX_WORD = 160  # longer than any path a message names
+_MAX_MESSAGE = 1000
+_LONG_WORD = re.compile(r"\S{%d,}" % (_MAX_WORD + 1))
+
+
+def shorten(message: str) -> str:
+    """`message` with over-long quoted source text cut (see _MAX_WORD, _MAX_MESSAGE)."""
+    message = _LONG_WORD.sub(lambda m: f"{m.group(0)[:60]}… ({len(m.group(0))} characters)", message)
+    if len(message) > _MAX_MESSAGE:
+        message = message[: _MAX_MESSAGE - 120] + " … " + message[-100:]
+    return message
 
 
 class ExitCode(IntEnum):
@@ -16,6 +33,7 @@ class ExitCode(IntEnum):
     RULES = 4
     INCONCLUSIVE = 5
     INTERNAL = 70
+    INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
 
 
 class AveError(Exception):
@@ -25,6 +43,7 @@ class AveError(Exception):
     kind = "internal"
 
     def __init__(self, message: str, span: Span | None = None, notes: tuple[str, ...] = ()):
+        message = shorten(message)
         super().__init__(message)
         self.message = message
         self.span = span

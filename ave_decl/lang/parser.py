@@ -2,17 +2,23 @@
 from __future__ import annotations
 
 import ast as pyast
+import warnings
 from functools import lru_cache
 
-from lark import Lark, v_args
+from lark import Lark, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.indenter import PythonIndenter
 
 from . import ast as A
+from .depth import check_nesting
 from .errors import FrontEndError
 from .lark_spans import SpanTransformer
 from .resources import grammar_path
-from .source import SourceFile, Span
+from .source import MAX_SOURCE_BYTES, SourceFile, Span, quote
+
+# No integer constant of the language needs more digits than this (constants are 32-bit,
+# docs/language.md "Limits"); a longer literal is refused before int() converts it.
+_MAX_LITERAL_DIGITS = 64
 
 _TOKEN_WORDS = {
     "_NEWLINE": "end of line", "_INDENT": "indent", "_DEDENT": "dedent", "$END": "end of file",
@@ -22,20 +28,63 @@ _TOKEN_WORDS = {
 }
 
 
+def indent_width(leading: str) -> int:
+    """The indentation column of a line's leading whitespace, as CPython's tokenizer counts it:
+    a tab moves to the next multiple of 8, a form feed resets the column to 0."""
+    col = 0
+    for ch in leading:
+        if ch == " ":
+            col += 1
+        elif ch == "\t":
+            col = (col // 8 + 1) * 8
+        elif ch == "\f":
+            col = 0
+    return col
+
+
+class _Indenter(PythonIndenter):
+    """Lark's Python indenter with CPython's column rule (`indent_width`): a form feed in the
+    leading whitespace is accepted as Python accepts it."""
+
+    def handle_NL(self, token):
+        if self.paren_level > 0:
+            return
+        yield token
+        indent_str = token.rsplit("\n", 1)[1]
+        indent = indent_width(indent_str)
+        if indent > self.indent_level[-1]:
+            self.indent_level.append(indent)
+            yield type(token).new_borrow_pos(self.INDENT_type, indent_str, token)
+        else:
+            while indent < self.indent_level[-1]:
+                self.indent_level.pop()
+                yield type(token).new_borrow_pos(self.DEDENT_type, indent_str, token)
+            if indent != self.indent_level[-1]:
+                raise _DedentError(f"unexpected dedent to column {indent}; expected column {self.indent_level[-1]}",
+                                   token.end_line)
+
+
+class _DedentError(Exception):
+    def __init__(self, message: str, line: int | None):
+        super().__init__(message)
+        self.line = line
+
+
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     return Lark(
         grammar_path("ave.lark").read_text(),
         parser="lalr",
-        postlex=PythonIndenter(),
+        postlex=_Indenter(),
         propagate_positions=True,
         maybe_placeholders=False,
         cache=False,
     )
 
 
-class _Build(SpanTransformer):
-    """Tree -> AST. Every node gets a Span from Lark's meta."""
+class _Build(SpanTransformer, Transformer_NonRecursive):
+    """Tree -> AST. Every node gets a Span from Lark's meta. Non-recursive, so no nesting of the
+    input can exhaust Python's stack here (the AST's depth is bounded right after, lang/depth.py)."""
 
     # -- top level
     @v_args(meta=True)
@@ -241,10 +290,16 @@ class _Build(SpanTransformer):
     @v_args(meta=True)
     def int_lit(self, meta, items):
         text = str(items[0])
+        digits = text.replace("_", "")
+        if digits[:2].lower() in ("0x", "0b"):
+            digits = digits[2:]
+        if len(digits.lstrip("0")) > _MAX_LITERAL_DIGITS:
+            raise FrontEndError(f"integer literal {quote(text, 24)} is too large (integer constants are 32-bit)",
+                                self._span(meta))
         try:
             return A.Int(int(text.replace("_", ""), 0), self._span(meta))
         except ValueError:
-            raise FrontEndError(f"invalid integer literal '{text}' (as in Python, no leading zeros)",
+            raise FrontEndError(f"invalid integer literal '{quote(text)}' (as in Python, no leading zeros)",
                                 self._span(meta)) from None
 
     @v_args(meta=True)
@@ -253,7 +308,15 @@ class _Build(SpanTransformer):
 
     @v_args(meta=True)
     def str_lit(self, meta, items):
-        return A.Str(pyast.literal_eval(str(items[0])), self._span(meta))
+        text = str(items[0])
+        try:
+            with warnings.catch_warnings():  # an unknown escape such as "\d" is a warning in Python
+                warnings.simplefilter("ignore")
+                value = pyast.literal_eval(text)
+        except (SyntaxError, ValueError) as exc:  # "\x", "\N{NO SUCH NAME}"
+            raise FrontEndError(f"invalid string literal {quote(text)}: {getattr(exc, 'msg', exc)}",
+                                self._span(meta)) from None
+        return A.Str(value, self._span(meta))
 
     @v_args(meta=True)
     def true_lit(self, meta, items):
@@ -286,13 +349,13 @@ def _syntax_error(src: SourceFile, exc: UnexpectedInput) -> FrontEndError:
         ch = src.text[exc.pos_in_stream] if 0 <= exc.pos_in_stream < len(src.text) else "?"
         msg = f"unexpected character {ch!r}"
     elif isinstance(exc, UnexpectedEOF):
-        lines = src.text.splitlines() or [""]
+        lines = src.text.rstrip("\n").split("\n")
         line, col = len(lines), len(lines[-1]) + 1
         msg = "unexpected end of file"
     elif isinstance(exc, UnexpectedToken):
         tok = exc.token
         if tok.type == "$END":
-            lines = src.text.rstrip("\n").splitlines() or [""]
+            lines = src.text.rstrip("\n").split("\n")
             line, col = len(lines), len(lines[-1]) + 1
             what = "end of file"
         elif tok.type == "_INDENT":
@@ -302,7 +365,7 @@ def _syntax_error(src: SourceFile, exc: UnexpectedInput) -> FrontEndError:
         elif tok.type == "_NEWLINE":
             what = "end of line"
         else:
-            what = repr(str(tok))
+            what = repr(quote(str(tok)))
         msg = f"invalid syntax: unexpected {what}; expected {_describe_expected(set(exc.expected))}"
     else:
         msg = "invalid syntax"
@@ -313,29 +376,37 @@ def _syntax_error(src: SourceFile, exc: UnexpectedInput) -> FrontEndError:
 
 def parse_source(src: SourceFile) -> A.Module:
     """Parse one file. Raises FrontEndError (exit code 3) on any syntax problem."""
+    if len(src.text) > MAX_SOURCE_BYTES:  # text given to the API (files are bounded when read)
+        raise FrontEndError(f"source is {len(src.text)} characters; a kernel file may have at most "
+                            f"{MAX_SOURCE_BYTES} bytes", Span(src.path, 1, 1, 1, 2))
     text = src.text if src.text.endswith("\n") else src.text + "\n"
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as exc:
         raise _syntax_error(src, exc) from None
-    except Exception as exc:  # the indenter raises plain errors on bad dedents
+    except _DedentError as exc:
+        line = exc.line or _guess_line(src, exc)
+        raise FrontEndError(f"invalid indentation ({exc})", Span(src.path, line, 1, line, 2)) from None
+    except Exception as exc:  # noqa: BLE001 - the indenter raises plain errors on bad dedents
         line = _guess_line(src, exc)
         raise FrontEndError(f"invalid indentation ({exc})", Span(src.path, line, 1, line, 2)) from None
     try:
-        return _Build(src.path).transform(tree)
+        module = _Build(src.path).transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, FrontEndError):
             raise exc.orig_exc from None
         raise
+    check_nesting(module)
+    return module
 
 
 def _guess_line(src: SourceFile, exc: Exception) -> int:
     # Lark's indenter reports DedentError without a position: find the first inconsistent dedent.
     stack = [0]
-    for n, raw in enumerate(src.text.splitlines(), 1):
-        if not raw.strip() or raw.lstrip().startswith("#"):
+    for n, raw in enumerate(src.text.split("\n"), 1):
+        if not raw.strip(" \t\f") or raw.lstrip(" \t\f").startswith("#"):
             continue
-        indent = len(raw) - len(raw.lstrip(" \t"))
+        indent = indent_width(raw[: len(raw) - len(raw.lstrip(" \t\f"))])
         if indent > stack[-1]:
             stack.append(indent)
             continue

@@ -152,10 +152,17 @@ class Report:
         out["suppressed"] = sum(1 for k in self.kernels for f in k.findings if f.suppression is not None)
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, timings: bool = True) -> dict[str, Any]:
+        """`timings=False` (`--no-timings`) drops every measured time (`timings_ms`, `solver_ms`),
+        so that the same input gives byte-identical JSON from run to run."""
         data = asdict(self)
         data["exit_code"] = self.exit_code
         data["summary"] = self.summary()
+        if not timings:
+            for k in data["kernels"]:
+                k.pop("timings_ms", None)
+                for f in k["findings"]:
+                    f.pop("solver_ms", None)
         return _plain(data)
 
 

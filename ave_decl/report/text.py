@@ -22,7 +22,9 @@ class _Sources:
         return self._cache[path]
 
 
-def render(report: Report, sources: dict[str, SourceFile] | None = None, verbose: bool = False) -> str:
+def render(report: Report, sources: dict[str, SourceFile] | None = None, verbose: bool = False,
+           timings: bool = True) -> str:
+    """`timings=False` (`--no-timings`): no solver milliseconds in the `-v` lines."""
     cache = _Sources()
     for path, src in (sources or {}).items():
         cache._cache[path] = src
@@ -31,20 +33,20 @@ def render(report: Report, sources: dict[str, SourceFile] | None = None, verbose
         out.append(err.rendered)
         out.append("")
     for k in report.kernels:
-        out.extend(_kernel(k, cache, verbose))
+        out.extend(_kernel(k, cache, verbose, timings))
     s = report.summary()
     out.append(f"{len(report.kernels)} kernel(s): {s['verified']} verified, {s['violation']} with violations, "
                f"{s['unknown']} unknown, {s['error']} error(s)")
     return "\n".join(out) + "\n"
 
 
-def _kernel(k: KernelReport, cache: _Sources, verbose: bool) -> list[str]:
+def _kernel(k: KernelReport, cache: _Sources, verbose: bool, timings: bool = True) -> list[str]:
     lines = [f"{k.verdict.value:9} {k.kernel} ({k.file})"]
     for f in k.findings:
         if f.verdict == Verdict.VERIFIED:
             if verbose:
-                lines.append(f"  ok: [{f.invariant}] {f.location}: {f.message} ({f.queries} queries, "
-                             f"{f.solver_ms:.0f} ms)")
+                ms = f", {f.solver_ms:.0f} ms" if timings else ""
+                lines.append(f"  ok: [{f.invariant}] {f.location}: {f.message} ({f.queries} queries{ms})")
             continue
         if f.severity != "error" and f.verdict == Verdict.VIOLATION and not verbose:
             # performance warnings: one line each; `-v` shows their counterexample

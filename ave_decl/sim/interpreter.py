@@ -22,18 +22,20 @@ from ..hw.instructions import Instruction, LoadMatrix
 from ..hw.layout import Composed, Layout, Swizzle, col_major, row_major
 from ..lang import ast as A
 from .inputs import tensor_dims, tensor_shape, with_entries
+from .limits import check_memory, check_size_values
 from .memory import MemoryModel
 from .race_detector import RaceDetector
 from .shadow import ShadowChecks
-from .state import ITYPE, LMAX, ROUND, Buf, Data, Failure, SimResult, SimulationError, elements, slot_maps
+from .state import ITYPE, LMAX, ROUND, Buf, Data, Failure, SimResult, SimulationError, elements, narrow, slot_maps
 
 
 class Simulator(MemoryModel, ShadowChecks):
     def __init__(self, kernel: A.Kernel, imports: dict[str, Instruction], sizes: dict[str, int],
                  blocks: list[tuple[int, ...]] | None = None, seed: int = 0, shadow: bool = True,
                  probe: dict | None = None, async_land: str = "wait",
-                 index_entries: dict[str, list[list[int]]] | None = None):
+                 index_entries: dict[str, list[list[int]]] | None = None, max_bytes: int | None = None):
         self.k = kernel
+        self.max_bytes = max_bytes  # memory limit of the run (limits.check_memory; None: the default)
         self.index_entries = index_entries or {}  # entries an index tensor must hold (a replayed model)
         self.async_land = async_land  # "wait": copies land at the next async_wait(); "issue": at once
         self.imports = imports
@@ -61,6 +63,7 @@ class Simulator(MemoryModel, ShadowChecks):
             for d in tensor_dims(p):
                 if isinstance(d, A.Name) and d.id not in self.sizes:
                     raise SimulationError(f"give a value for size {d.id} (--sizes {d.id}=...)", d.span)
+        check_size_values(self.sizes)
         self.shape = (1, 1)  # launch extents are evaluated over sizes only
         self.env = {name: self._ival(value) for name, value in self.sizes.items()}
         self.grid = tuple(self._const(e) for e in elements(dec.kwarg("grid")))
@@ -69,12 +72,17 @@ class Simulator(MemoryModel, ShadowChecks):
         self.group = self._const(group) if group is not None else 64
         # the unit that executes shared-memory operations in order: a wave (AMD), a thread (NVIDIA)
         ordered = self.group if dec.kwarg("warp") is None else 1
-        all_blocks = list(np.ndindex(*self.grid))
+        if any(g < 1 for g in self.grid):
+            raise SimulationError(f"the grid {self.grid} is empty at these sizes", dec.kwarg("grid").span)
         # a requested block may carry trailing zeros (reports give 3 dimensions): keep the grid's rank
-        self.block_ids = [tuple(b)[:len(self.grid)] for b in (blocks if blocks is not None else all_blocks)]
-        for b in self.block_ids:
-            if b not in set(all_blocks):
+        requested = [tuple(b)[:len(self.grid)] for b in blocks] if blocks is not None else None
+        for b in requested or ():
+            if len(b) != len(self.grid) or not all(0 <= x < g for x, g in zip(b, self.grid)):
                 raise SimulationError(f"block {b} is outside the grid {self.grid}", dec.span)
+        tensors = {p.name: tensor_shape(p, self.sizes) for p in self.k.params if isinstance(p.annotation, A.Subscript)}
+        check_memory(tensors, len(requested) if requested is not None else math.prod(self.grid),
+                     math.prod(self.block), self.max_bytes)
+        self.block_ids = requested if requested is not None else list(np.ndindex(*self.grid))
         self.B, self.T = len(self.block_ids), math.prod(self.block)
         self.shape = (self.B, self.T)
         self.active = jnp.ones(self.shape, bool)
@@ -104,7 +112,7 @@ class Simulator(MemoryModel, ShadowChecks):
                 values = with_entries(values, self.index_entries.get(p.name, []),
                                        permutation=isinstance(p.annotation.indices[2], A.Name))
             if dt in ROUND:
-                values = values.astype(ROUND[dt]).astype(np.float32)
+                values = narrow(values, dt)
             self.inputs[p.name] = values
             self.buffers[p.name] = Buf(p.name, "global", dt, shape, None, jnp.asarray(values))
             self.env[p.name] = self.buffers[p.name]
@@ -427,7 +435,7 @@ class Simulator(MemoryModel, ShadowChecks):
             d = self.eval(e.args[0])
             d = d if isinstance(d, Data) else self._top(jnp.asarray(d, jnp.float32))
             dt = e.args[1].id  # type: ignore[union-attr]
-            v = jnp.asarray(np.asarray(d.v).astype(ROUND[dt]).astype(np.float32)) if dt in ROUND else d.v
+            v = jnp.asarray(narrow(np.asarray(d.v), dt)) if dt in ROUND else d.v
             return Data(v, d.tag, d.arity)
         if name in ("lane_max", "lane_sum"):
             return self._lane_reduce(e)

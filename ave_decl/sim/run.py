@@ -14,12 +14,15 @@ def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None =
                     blocks: list[tuple[int, ...]] | None = None, shadow: bool = True,
                     probe: dict | None = None, block_prefix: tuple[int, ...] | None = None,
                     async_land: str = "wait",
-                    index_entries: dict[str, list[list[int]]] | None = None) -> list[tuple[str, SimResult]]:
-    """Parse and simulate the kernels of a file (all, or the one named)."""
+                    index_entries: dict[str, list[list[int]]] | None = None,
+                    max_bytes: int | None = None) -> list[tuple[str, SimResult]]:
+    """Parse and simulate the kernels of a file (all, or the one named). Every reference is
+    parsed and checked before anything runs (a bad one is a FrontEndError, exit 3)."""
     from ..lang.parser import parse_source
 
     module = parse_source(src)
     imports = resolve_imports(module)
+    references = {k.name: reference_of(k) for k in module.kernels}
     out = []
     jax.config.update("jax_platforms", "cpu")
     for k in module.kernels:
@@ -28,17 +31,17 @@ def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None =
         if block_prefix is not None:
             blocks = [block_prefix]
         sim = Simulator(k, imports, sizes, blocks=blocks, seed=seed, shadow=shadow, probe=probe, async_land=async_land,
-                        index_entries=index_entries)
+                        index_entries=index_entries, max_bytes=max_bytes)
         result = sim.run()
-        ref = reference_of(k)
+        ref = references[k.name]
         if ref is not None:
-            name, expr = ref
+            name = ref.output
             if name not in result.outputs:
                 result.reference = {"ok": False, "why": f"the kernel never writes {name}", "output": name}
             else:
-                r = compare(result.outputs[name], evaluate_reference(expr, result.inputs))
+                r = compare(result.outputs[name], evaluate_reference(ref, result.inputs, result.sizes))
                 r["output"] = name
-                r["expression"] = expr
+                r["expression"] = ref.text
                 result.reference = r
         out.append((k.name, result))
     return out

@@ -24,6 +24,14 @@ ROUND = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "fp8": ml_dtypes.float8_
           "bf8": ml_dtypes.float8_e5m2fnuz}
 
 
+def narrow(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Round float32 values to a narrow element type (bf16, f16, fp8) and back. Values out of its
+    range become inf or nan, as the hardware's conversion does: that is the modelled result, not a
+    warning for stderr (so the cast is done under np.errstate)."""
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        return values.astype(ROUND[dtype]).astype(np.float32)
+
+
 class SimulationError(FrontEndError):
     """The kernel cannot be simulated at these sizes (bad sizes, divergence the model cannot run)."""
 
@@ -102,14 +110,33 @@ def slot_maps(op: OperandMap, lanes: int) -> tuple[np.ndarray, np.ndarray]:
     """(row, col) of every (lane, value) slot, as (lanes, values) integer arrays."""
     lane, v = np.meshgrid(np.arange(lanes), np.arange(op.values), indexing="ij")
     env = {"lane": lane, "v": v}
-    return eval(compiled_map(op.row), {}, env), eval(compiled_map(op.col), {}, env)  # noqa: S307 - library map strings
+    return map_values(op.row, env), map_values(op.col, env)
 
 
-def compiled_map(text: str):
+_MAP_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
+            "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
+            ">>": np.right_shift}
+
+
+def map_values(text: str, env: dict[str, np.ndarray]) -> np.ndarray:
+    """An operand-map string of the instruction library (`"lane % 32"`), parsed by the `.ave`
+    expression grammar and evaluated by walking its AST over integer arrays (never `eval`)."""
     from ..lang.parser import parse_expression
-    from ..lang.printer import expr
 
-    return compile(expr(parse_expression(text)), text, "eval")
+    return np.asarray(_map_value(parse_expression(text), env, text))
+
+
+def _map_value(e: A.Expr, env: dict[str, np.ndarray], text: str):
+    if isinstance(e, A.Int):
+        return e.value
+    if isinstance(e, A.Name) and e.id in env:
+        return env[e.id]
+    if isinstance(e, A.BinOp) and e.op in _MAP_OPS:
+        return _MAP_OPS[e.op](_map_value(e.left, env, text), _map_value(e.right, env, text))
+    if isinstance(e, A.UnaryOp) and e.op in ("-", "+", "~"):
+        x = _map_value(e.operand, env, text)
+        return {"-": np.negative, "+": np.positive, "~": np.invert}[e.op](x)
+    raise ValueError(f"operand map {text!r}: unsupported {type(e).__name__}")  # library data, not user input
 
 
 def elements(e: A.Expr | None) -> tuple:

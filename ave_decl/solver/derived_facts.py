@@ -8,7 +8,9 @@ They are quantifier-free Z3 queries over the lowered kernel, run before the fixp
     `level` (0 = the kernel). Proved as a bijection onto [0, size): every address is in range,
     no two distinct instances share an address (injectivity), and the instance count equals
     the buffer size. A guarded store never covers.
-A query that is not UNSAT in time counts as "no" (may be empty / does not cover): the safe side.
+A query that is not UNSAT within its deterministic budget (DERIVED_FACT_RLIMIT Z3 resource units,
+budgets.py; the same answer whatever the machine load) counts as "no" (may be empty / does not
+cover): the safe side. DERIVED_FACT_WALL_MS is only a safety net far above that budget.
 """
 from __future__ import annotations
 
@@ -18,13 +20,17 @@ import z3
 from ..facts.kernel_facts import KernelFacts
 from ..facts.view import KernelView
 from ..hw.expr import evaluate, symbols
+from .budgets import DERIVED_FACT_RLIMIT, DERIVED_FACT_WALL_MS
 from .smt import Encoder, Instance
 
-_QUERY_MS = 2000
+
+def _query_solver(enc: Encoder, formulas: list[z3.BoolRef]) -> z3.Solver:
+    """A solver for one derived-fact query, with its deterministic budget."""
+    return enc.query_solver(DERIVED_FACT_WALL_MS, formulas, rlimit=DERIVED_FACT_RLIMIT)
 
 
 def _unsat(enc: Encoder, constraints: list[z3.BoolRef]) -> bool:
-    return enc.query_solver(_QUERY_MS, [*constraints, *enc.side]).check() == z3.unsat
+    return _query_solver(enc, [*constraints, *enc.side]).check() == z3.unsat
 
 
 def add_semantic_facts(kf: KernelFacts) -> None:
@@ -47,6 +53,7 @@ def add_semantic_facts(kf: KernelFacts) -> None:
             level = loops[depth - 1] if depth else 0
             if _covers(enc, base, acc, space, size_eid, loops[depth:], loops[:depth]):
                 kf.add("covers", a, level)
+    add_lane_strides(kf, view, enc, base)
 
 
 def _trip_count(enc: Encoder, header: int) -> int | None:
@@ -136,3 +143,117 @@ def _slot_range(acc, inst: Instance, size: int) -> list[z3.BoolRef]:
     if acc.kind != "write_all":
         return []
     return [inst.env["slot"] >= 0, inst.env["slot"] < size]
+
+
+# ------------------------------------------------------------ per-lane strides of global accesses
+def add_lane_strides(kf: KernelFacts, view: KernelView, enc: Encoder, base: list[z3.BoolRef]) -> None:
+    """`access_lane_coord_stride(a, dim, run, stride)` and `access_lane_stride(a, run, stride)`.
+
+    For a global load or store, two lanes l and l + 1 of one aligned run of `run` lanes (a power
+    of two, at most the wave/warp and the block) executing it in the same block and iteration:
+    coordinate `dim` differs by the constant `stride` for every such pair (both lanes active,
+    every size allowed by assume(...)); `run` is the largest run for which every coordinate's
+    difference is constant. The address stride (elements, row-major) is emitted when it is a
+    constant too: no coordinate that moves has a size-dependent trailing extent. Coordinates are
+    thread maps (linear, // and % by constants), so each query is small; an unproved one (or an
+    index-tensor read that varies per lane) leaves the access without strides: the safe side
+    for a performance warning."""
+    block = enc.block_size()
+    runs = [r for r in (64, 32, 16, 8, 4, 2) if r <= view.group_size and r <= block]
+    if not runs:
+        return
+    for a, acc in view.accesses.items():
+        if view.buffers[acc.buffer][0] != "global" or acc.kind not in ("load", "store") or not acc.coords:
+            continue
+        found = _strides_by_enumeration(enc, acc, runs)
+        if found is None:
+            found = _strides_by_z3(enc, base, acc, runs)
+        if not found:
+            continue
+        run, diffs = found
+        for d, diff in enumerate(diffs):
+            kf.add("access_lane_coord_stride", a, d, run, diff)
+        stride = _address_stride(enc, view.dims[acc.buffer], diffs)
+        if stride is not None:
+            kf.add("access_lane_stride", a, run, stride)
+
+
+def _address_stride(enc: Encoder, extents: list[int], diffs: list[int]) -> int | None:
+    """Row-major address difference of coordinate differences; None when it depends on a size."""
+    total, trailing = 0, 1
+    for d in reversed(range(len(diffs))):
+        if diffs[d]:
+            if trailing is None:
+                return None
+            total += diffs[d] * trailing
+        node = enc.nodes[extents[d]]
+        trailing = trailing * node.value if trailing is not None and node.op == "const" else None
+    return total
+
+
+def _strides_by_enumeration(enc: Encoder, acc, runs: list[int]) -> tuple | None:
+    """Exact, when the coordinates depend only on thread ids and loops with constant bounds (and
+    the access is unguarded): every pair of consecutive lanes at every loop point. () when no
+    run has constant differences, None when not enumerable (Z3 decides)."""
+    view = enc.view
+    if view.all_guards(acc.stmt):
+        return None
+    loops = {f"loop:{h}": h for h in view.enclosing_loops(acc.stmt)}
+    names: set[str] = set()
+    for c in acc.coords:
+        names |= symbols(view.kf.table, c)
+    axes: list[tuple[str, np.ndarray]] = []
+    for name in sorted(names):
+        if name in loops:
+            info = view.loops[loops[name]]
+            lo, hi, step = (enc.nodes[e] for e in (info.lo, info.hi, info.step))
+            if lo.op != "const" or hi.op != "const":
+                return None
+            axes.append((name, np.arange(lo.value, hi.value, step.value)))
+        elif not name.startswith("tid:"):
+            return None
+    if any(a.size == 0 for _, a in axes) or np.prod([a.size for _, a in axes]) > 4096:
+        return None  # an empty loop: Z3 finds that no pair executes the access
+    threads = np.arange(enc.block_size())
+    grids = np.meshgrid(*[a for _, a in axes], threads, indexing="ij")
+    env: dict = {name: g.reshape(-1, threads.size) for (name, _), g in zip(axes, grids)}
+    rest = grids[-1].reshape(-1, threads.size)
+    for d, extent in enumerate(enc.block_dims()):
+        env[f"tid:{d}"] = rest % extent
+        rest = rest // extent
+    shape = env["tid:0"].shape
+    diffs = [np.diff(np.broadcast_to(np.asarray(evaluate(view.kf.table, c, env), dtype=np.int64), shape), axis=1)
+             for c in acc.coords]
+    lane = threads[:-1]
+    for run in runs:
+        inside = lane % run != run - 1
+        picked = [d[:, inside] for d in diffs]
+        if all(p.size and (p == p.flat[0]).all() for p in picked):
+            return run, [int(p.flat[0]) for p in picked]
+    return ()
+
+
+def _strides_by_z3(enc: Encoder, base: list[z3.BoolRef], acc, runs: list[int]) -> tuple[int, list[int]] | None:
+    view = enc.view
+    first = enc.new_instance(acc.stmt, "l")
+    loops = {h: first.env[f"loop:{h}"] for h in view.enclosing_loops(acc.stmt)}
+    second = enc.new_instance(acc.stmt, "m", share_block=first, loops=loops)
+    t1, t2 = enc.linear_thread(first), enc.linear_thread(second)
+    pair = base + first.constraints + second.constraints + [t2 == t1 + 1]
+    diffs = [enc.int_term(c, second.env) - enc.int_term(c, first.env) for c in acc.coords]
+    # candidate differences from one pair (l even: a pair inside every aligned run)
+    solver = _query_solver(enc, [*pair, t1 % 2 == 0, *enc.side])
+    if solver.check() != z3.sat:
+        return None  # no two consecutive lanes execute the access together (or undecided)
+    model = solver.model()
+    candidate = []
+    for diff in diffs:
+        value = model.eval(diff, model_completion=True)
+        if not z3.is_int_value(value):
+            return None
+        candidate.append(value.as_long())
+    for run in runs:
+        same_run = t1 / run == t2 / run
+        if all(_unsat(enc, [*pair, same_run, diff != value]) for diff, value in zip(diffs, candidate)):
+            return run, candidate
+    return None

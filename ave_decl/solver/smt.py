@@ -65,16 +65,20 @@ class Encoder:
     def bool_val(self, value: bool) -> z3.BoolRef:
         return z3.BoolVal(value, self.ctx)
 
-    def solver(self, timeout_ms: int) -> z3.Solver:
+    def solver(self, timeout_ms: int, rlimit: int = 0) -> z3.Solver:
+        """A solver with a wall-clock timeout and, when `rlimit` > 0, a deterministic work budget
+        per check (Z3 resource units, budgets.py)."""
         s = z3.Solver(ctx=self.ctx)
         s.set("timeout", timeout_ms)
+        if rlimit > 0:
+            s.set("rlimit", rlimit)
         return s
 
-    def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef]) -> z3.Solver:
+    def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef], rlimit: int = 0) -> z3.Solver:
         """A solver holding the conjunction of `formulas`, div/mod normalised by variable ranges
         (an equivalent formula; the ranges it relied on are asserted with it), plus the value
         range and injectivity of every index-tensor read it contains (`index_reads`)."""
-        s = self.solver(timeout_ms)
+        s = self.solver(timeout_ms, rlimit)
         if NORMALISE_DIVMOD:
             simplifier = DivModSimplifier(self.ranges, self.ctx)
             formulas = [simplifier.formula(f) for f in formulas] + simplifier.range_constraints()

@@ -12,8 +12,10 @@ import z3
 
 from ..facts.view import KernelView
 from ..hw.instructions import INSTRUCTIONS
+from ..lang.errors import RuleError
 from ..report.model import ChainPoint, Counterexample, Finding, Location, Side, Verdict
 from .access_queries import BANKS, AccessQueries
+from .budgets import SMALL_MODEL_RLIMIT
 from .chains import Alt, Expander, Step, eval_map
 from .query import Query
 from .smt import Encoder, Instance, as_bool
@@ -31,7 +33,6 @@ STRUCTURAL_REASONS = {
 }
 
 SMALL_SIZES = (64, 512)  # counterexamples are re-solved with every size at most this, smallest first
-SMALL_MODEL_MS = 2000  # a preference, not a proof: each re-solve gets at most this long
 
 # relations whose counterexample names two accesses (or two executions) instead of a tag pair
 ACCESS_RELATIONS = {
@@ -92,7 +93,15 @@ class KernelSolver:
         if relation not in KNOWN_RELATIONS:
             why = f"unknown obligation relation '{relation}' (known: {', '.join(sorted(KNOWN_RELATIONS))})"
             return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
-        queries = self._queries(site, relation, lhs, rhs)
+        if site not in self.view.stmts:
+            raise RuleError(f"the rule of '{inv}' emits an obligation '{relation}' at site {site}, which is not a "
+                            f"statement of kernel '{self.view.kf.name}' (bind the site with a schema relation)")
+        if relation == "rel" and site not in self.view.assert_rel:
+            raise _rel_off_site(inv, self.view.span(site))
+        try:
+            queries = self._queries(site, relation, lhs, rhs)
+        except (KeyError, IndexError):  # ids the relation does not take (user rules are data)
+            raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site)) from None
         unknown_reasons: list[str] = []
         count = 0
         for q in queries:
@@ -133,9 +142,11 @@ class KernelSolver:
 
     def _small_model(self, solver: z3.Solver) -> z3.ModelRef:
         """Prefer a counterexample at sizes that are quick to read and to replay: every size <= 64
-        when possible, else <= 512, else the first model."""
+        when possible, else <= 512, else the first model. Each re-solve has a deterministic
+        budget (SMALL_MODEL_RLIMIT), so which model is printed does not depend on machine load;
+        the --timeout stays the outer bound."""
         model = solver.model()
-        solver.set("timeout", min(self.timeout_ms, SMALL_MODEL_MS))
+        solver.set("rlimit", SMALL_MODEL_RLIMIT)
         for bound in SMALL_SIZES if self.enc.sizes else ():
             solver.push()
             solver.add(*[v <= bound for v in self.enc.sizes.values()])
@@ -185,7 +196,8 @@ class KernelSolver:
             if len(lt) != len(rt):
                 return self.enc.bool_val(True)
             return z3.Or(*[a != b for a, b in zip(lt, rt)]) if lt else self.enc.bool_val(False)
-        assert rel_eid is not None
+        if rel_eid is None:  # discharge() refuses such an obligation first
+            raise _rel_off_site("?", self.view.span(inst.stmt))
         env = dict(inst.env)
         for prefix, tag in (("lhs", lt), ("rhs", rt)):
             for i, t in enumerate(tag):
@@ -246,8 +258,10 @@ class KernelSolver:
                 size = self.enc.nodes[self.view.buffers[reads[0].buffer][1]].value
                 variables.append(Var("value", q.site.env["slot"], size))
         solver = self.enc.query_solver(self.timeout_ms, [*self.base, *q.constraints, q.violated, *self.enc.side])
-        points, complete = enumerate_points(solver, variables)
-        return describe(points, variables, complete) if points else None
+        found = enumerate_points(solver, variables)
+        if found.wall_clock or not found.points:
+            return None  # a count cut by the wall clock would depend on machine load
+        return describe(found.points, variables, found.complete)
 
     # ----------------------------------------------------- counterexample
     def _counterexample(self, model: z3.ModelRef, q: Query, relation: str) -> Counterexample:
@@ -460,6 +474,22 @@ def _access_message(relation: str, c: Counterexample) -> str:
     d = c.instruction
     return (f"{d['degree']}-way bank conflict: lanes {lhs.lane} and {rhs.lane} access words {d['word_first']} and "
             f"{d['word_second']} of bank {d['word_first'] % BANKS}")
+
+
+def _rel_off_site(inv: str, span) -> RuleError:
+    """A rule bug, not a kernel bug: `rel` checks the lambda of an assert_tag, and this site has none."""
+    return RuleError(f"the rule of '{inv}' emits an obligation of relation 'rel' at {span.path}:{span.line}:"
+                     f"{span.col}, which is not an assert_tag: 'rel' checks the lambda of an "
+                     f"assert_tag(x, y, lambda ...), so bind the obligation's kernel and site with "
+                     f"assert_rel(k, s, ...)")
+
+
+def _wrong_operands(inv: str, relation: str, lhs: int, rhs: int, span) -> RuleError:
+    """A rule bug: the obligation's operand ids are not of the kinds its relation takes (e.g. a value id
+    where `in_bounds` takes an access id); docs/writing-invariants.md lists what each relation takes."""
+    return RuleError(f"the rule of '{inv}' emits an obligation '{relation}' at {span.path}:{span.line}:{span.col} "
+                     f"whose operands ({lhs}, {rhs}) are not ids of the kinds '{relation}' takes "
+                     f"(see docs/writing-invariants.md)")
 
 
 def _k_of(tag: list[int], idx: int):

@@ -4,18 +4,22 @@ After a violation is found, the query is projected on a few bounded variables (f
 instruction: the A operand's lane and value slot; for an assertion: the thread and slot) and
 every violating point is enumerated with blocking clauses on an incremental solver. The set is
 then minimised with Espresso into cubes and described in words, e.g.
-"32 of 256 (lane, value) pairs: lane 32-63, value 2-3".
+"32 of 256 (lane, value) pairs: lane 32-63; value 2-3".
+
+The enumeration's budget is deterministic (budgets.py): at most ENUM_MAX_POINTS points and
+ENUM_TOTAL_RLIMIT Z3 resource units, so the count is the same whatever the machine load; the
+set is "at least N" only when that budget ran out. A call stopped by the wall clock instead
+(the user's --timeout, far above the budget) makes the count load-dependent: no set is reported.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import z3
+from pyeda.boolalg.expr import Complement
 from pyeda.inter import And, Or, espresso_exprs, exprvar
 
-MAX_POINTS = 4096
-BUDGET_S = 3.0  # past it the set is reported as a lower bound ("N+ of M")
+from .budgets import ENUM_CALL_RLIMIT, ENUM_MAX_POINTS, ENUM_TOTAL_RLIMIT, rlimit_count, stopped_by_wall_clock
 
 
 @dataclass(frozen=True)
@@ -29,26 +33,50 @@ class Var:
         return max(1, (self.size - 1).bit_length())
 
 
-def enumerate_points(solver: z3.Solver, variables: list[Var]) -> tuple[set[tuple[int, ...]], bool]:
-    """Every assignment of `variables` that extends to a model; (points, complete)."""
+@dataclass(frozen=True)
+class Enumeration:
+    points: frozenset[tuple[int, ...]]
+    complete: bool  # every violating point is in `points`
+    wall_clock: bool  # a call hit the wall-clock timeout before the budget: the count is not reported
+    calls: int
+    rlimit: int  # resource units spent
+
+
+def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int = ENUM_TOTAL_RLIMIT,
+                     call_rlimit: int = ENUM_CALL_RLIMIT, max_points: int = ENUM_MAX_POINTS) -> Enumeration:
+    """Every assignment of `variables` that extends to a model, within a deterministic budget."""
     points: set[tuple[int, ...]] = set()
     for v in variables:
         solver.add(v.term >= 0, v.term < v.size)
-    deadline = time.monotonic() + BUDGET_S
-    while len(points) < MAX_POINTS and time.monotonic() < deadline:
+    start, used = rlimit_count(solver), 0
+    calls = 0
+    complete = wall_clock = False
+    limit = 0
+    while used < total_rlimit:
+        if limit != min(call_rlimit, total_rlimit - used):  # set only when it changes (near the end)
+            limit = min(call_rlimit, total_rlimit - used)
+            solver.set("rlimit", limit)
         result = solver.check()
+        calls += 1
+        used = rlimit_count(solver) - start
         if result == z3.unsat:
-            return points, True
+            complete = True
+            break
         if result != z3.sat:
-            return points, False
+            wall_clock = stopped_by_wall_clock(solver)
+            break
+        if len(points) >= max_points:
+            break  # one more point exists beyond the cap
         m = solver.model()
         point = tuple(m.eval(v.term, model_completion=True).as_long() for v in variables)
         points.add(point)
         solver.add(z3.Or(*[v.term != p for v, p in zip(variables, point)]))
-    return points, False
+    return Enumeration(frozenset(points), complete, wall_clock, calls, used)
 
 
-def describe(points: set[tuple[int, ...]], variables: list[Var], complete: bool) -> dict:
+def describe(points: set[tuple[int, ...]] | frozenset[tuple[int, ...]], variables: list[Var],
+             complete: bool) -> dict:
+    """Count, Espresso cubes and a one-line description; the cubes' union is exactly `points`."""
     total = 1
     for v in variables:
         total *= v.size
@@ -66,15 +94,23 @@ def describe(points: set[tuple[int, ...]], variables: list[Var], complete: bool)
         terms = cover.xs if cover.ASTOP == "or" else [cover]
         for term in terms:
             lits = term.xs if term.ASTOP == "and" else [term]
-            fixed = {str(lit.inputs[0] if lit.ASTOP == "not" else lit): lit.ASTOP != "not" for lit in lits}
-            cubes.append({v.name: _range(v, bitvars[v.name], fixed) for v in variables})
+            cubes.append({v.name: _range(v, bitvars[v.name], _literals(lits)) for v in variables})
     names = ", ".join(v.name for v in variables)
+    kind = "combination" if len(variables) == 1 else "pairs" if len(variables) == 2 else "tuples"
     parts = ["; ".join(f"{k} {val}" for k, val in c.items()) for c in cubes]
-    text = (f"{len(points)}{'' if complete else '+'} of {total} ({names}) "
-            f"{'combination' if len(variables) == 1 else 'pairs' if len(variables) == 2 else 'tuples'}"
-            + (": " + " | ".join(parts) if parts else ""))
+    if complete:
+        text = f"{len(points)} of {total} ({names}) {kind}" + (": " + " | ".join(parts) if parts else "")
+    else:
+        text = (f"at least {len(points)} of {total} ({names}) {kind} (enumeration budget spent)"
+                + (", among them: " + " | ".join(parts) if parts else ""))
     return {"variables": [v.name for v in variables], "count": len(points), "total": total, "complete": complete,
             "cubes": cubes, "description": text}
+
+
+def _literals(lits) -> dict[str, bool]:
+    """Bit variable name -> required value of one Espresso product term. pyeda gives a negated
+    variable as a `Complement` literal (ASTOP 'lit', like a plain variable), not as a 'not' node."""
+    return {str(~lit if isinstance(lit, Complement) else lit): not isinstance(lit, Complement) for lit in lits}
 
 
 def _range(v: Var, bits, fixed: dict[str, bool]) -> str:

@@ -1,0 +1,136 @@
+"""Child processes that never outlive the run that started them (the Soufflé subprocess, the
+embedded engine's worker).
+
+Every exit path is covered: a normal return, an error, a timeout and KeyboardInterrupt unwind
+through `finally` blocks that kill the child; SIGTERM is turned into an exception for the child's
+lifetime (`sigterm_unwinds`) so the same blocks run, and then re-delivered; a SIGKILL of ave
+cannot be caught, so the child asks the kernel to kill it when its parent dies (Linux
+PR_SET_PDEATHSIG). The Soufflé subprocess also runs in its own process group, which is killed
+whole, so a grandchild it forks cannot survive it either.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ..lang.errors import UsageError
+
+_PR_SET_PDEATHSIG = 1
+MAX_WAIT_S = 1e6  # a longer limit (inf, 1e308) waits this long: the OS's waits overflow past ~2**31 ms
+
+
+def wait_limit(timeout: float) -> float:
+    """A time limit the OS can wait for: nan or <= 0 is a usage error; above MAX_WAIT_S, MAX_WAIT_S."""
+    if math.isnan(timeout) or timeout <= 0:
+        raise UsageError(f"a time limit must be a positive number of seconds, not {timeout}")
+    return min(timeout, MAX_WAIT_S)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while a child was running (a BaseException: no `except Exception` swallows it)."""
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Within the block, SIGTERM raises Terminated (main thread only; elsewhere a no-op); on the
+    way out the previous handler is restored and the signal re-delivered to it, so the process
+    still ends the way its parent asked, after the block's clean-up ran."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous in (signal.SIG_IGN, None):
+        yield
+        return
+
+    def _raise(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean-up short
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    except Terminated:
+        signal.signal(signal.SIGTERM, previous)
+        if callable(previous):
+            previous(signal.SIGTERM, None)
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)  # the default action: end the process, as asked
+        raise SystemExit(128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask the kernel to SIGKILL this process when `parent` dies (Linux; elsewhere a no-op)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _preexec(parent: int):
+    """The child-side set-up of a subprocess: built in the parent, so the child only calls into libc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def setup() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return setup
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process of a process group (gone already: nothing to do)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass(frozen=True)
+class Finished:
+    code: int
+    stdout: str  # decoded as UTF-8 with replacement: a broken binary's bytes never raise
+    stderr: str
+
+
+class Expired(Exception):
+    """The command ran past its time limit (it has been killed, with its whole group)."""
+
+
+def run_group(cmd: Sequence[str], timeout: float, cwd: str | None = None) -> Finished:
+    """Run `cmd` in a new session (its own process group), without a shell; kill the whole group
+    on every way out of this call. Raises Expired past `timeout` seconds, OSError if it cannot start."""
+    timeout = wait_limit(timeout)
+    proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=cwd, start_new_session=True, preexec_fn=_preexec(os.getpid()))
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Expired() from None
+    finally:
+        kill_group(proc.pid)  # its pid is its group id (start_new_session); stragglers die too
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+    return Finished(proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))

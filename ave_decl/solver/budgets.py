@@ -1,0 +1,34 @@
+"""Deterministic work budgets for the solver's internal caps, in Z3 resource units, not seconds.
+
+Z3's `rlimit` counts solver work (propagations, conflicts, simplification steps): the same query
+on the same Z3 stops at the same point whatever the machine load. So whatever an internal cap
+decides — which counterexample is printed (small-model re-solves), a violation set's count, whether
+a `covers` / `may_be_empty` fact is proved — is the same from run to run. The wall clock
+(`--timeout`, or a far safety net where no user bound reaches) stays the outer bound of every call;
+it decides nothing on its own unless the machine is so slow that it trips before the budget.
+
+Calibration (docs/smt.md, "Budgets"): on examples/*.ave and their mutants the largest use of a
+correct run is ~0.2 M units per small-model re-solve, ~0.05 M per derived-fact query and ~0.08 M per
+enumeration call; Z3 does roughly 1-3 M units per second on this machine (less under load).
+"""
+from __future__ import annotations
+
+import z3
+
+SMALL_MODEL_RLIMIT = 2_000_000  # per re-solve at smaller sizes (a preference, not a proof)
+DERIVED_FACT_RLIMIT = 2_000_000  # per `covers` / `may_be_empty` / stride query (not proved: "no")
+DERIVED_FACT_WALL_MS = 30_000  # safety net only: add_semantic_facts has no user timeout
+ENUM_CALL_RLIMIT = 1_000_000  # per violation-set enumeration call
+ENUM_TOTAL_RLIMIT = 8_000_000  # per violation set: past it the count is "at least N"
+ENUM_MAX_POINTS = 4096  # per violation set: past it the count is "at least N"
+
+
+def rlimit_count(solver: z3.Solver) -> int:
+    """Resource units this solver has spent so far (cumulative over its checks)."""
+    stats = solver.statistics()
+    return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
+
+
+def stopped_by_wall_clock(solver: z3.Solver) -> bool:
+    """After an `unknown`: the wall-clock timeout (load-dependent) stopped it, not the rlimit."""
+    return solver.reason_unknown() == "timeout"
