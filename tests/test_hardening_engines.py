@@ -263,13 +263,20 @@ def test_default_bound_is_finite():
     assert f"{souffle_engine.DEFAULT_TIMEOUT_S:g} s" in (ROOT / "docs" / "engines.md").read_text()
 
 
+def _sigint_as_on_a_terminal() -> None:
+    """Run in the child before exec: a test run started in the background by a non-interactive
+    shell (`make test &`, some CI runners) ignores SIGINT, the child would inherit that, and
+    Python installs no KeyboardInterrupt handler for an ignored SIGINT: Ctrl-C must be testable."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _ave_process(tmp_path: Path, exe: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
     env = dict(os.environ, AVE_SOUFFLE=str(exe), TMPDIR=str(tmp))
     proc = subprocess.Popen([sys.executable, "-m", "ave_decl.cli", "check", "--engine", "souffle", *args,
                              str(KERNEL)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, cwd=ROOT)
+                            start_new_session=True, cwd=ROOT, preexec_fn=_sigint_as_on_a_terminal)
     return proc, tmp
 
 
@@ -339,7 +346,8 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_worker_never_outlives_ave(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(tmp_path / "slow.dl")], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True, cwd=ROOT)
+                            stderr=subprocess.PIPE, start_new_session=True, cwd=ROOT,
+                            preexec_fn=_sigint_as_on_a_terminal)
     workers: list[int] = []
     try:
         assert proc.stdout.readline() == b"ready\n"

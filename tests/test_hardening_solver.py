@@ -174,3 +174,31 @@ def test_derived_fact_budget_is_work(monkeypatch):
     starved = [covers("gemm_pipelined.ave") for _ in range(2)]
     assert by_z3 and by_z3 <= full
     assert starved[0] == starved[1] and starved[0] < by_z3
+
+
+# ------------------------------------------------------------------ derived facts: no allocation per iteration
+HUGE_LOOP = """@kernel(grid=(1,), block=(64,), wave=64)
+def huge_loop(X: Tensor[f32, (N,)], Y: Tensor[f32, (N,)]):
+    assume(N % 64 == 0)
+    s = shared(f32, (64,))
+    for i in range(1 << 28):
+        s[thread_id(0)] = X[(i * 64 + thread_id(0)) % N]
+    syncthreads()
+    Y[thread_id(0)] = s[thread_id(0)]
+"""
+
+
+def test_derived_facts_of_a_huge_constant_loop_allocate_nothing_per_iteration():
+    """The enumerations behind `covers` and the lane strides built np.arange over the loop's whole
+    range before deciding it was too large: 2 GiB for this loop (and 16 GiB at 2**31)."""
+    import tracemalloc
+
+    src = SourceFile("huge.ave", HUGE_LOOP)
+    (kf,) = lower_module(parse_source(src), src)
+    tracemalloc.start()
+    try:
+        add_semantic_facts(kf)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 2**20, f"peak {peak / 2**20:.0f} MiB"

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,25 @@ from ..lang.errors import UsageError
 
 _PR_SET_PDEATHSIG = 1
 MAX_WAIT_S = 1e6  # a longer limit (inf, 1e308) waits this long: the OS's waits overflow past ~2**31 ms
+
+
+SIGNAL_POLL_S = 0.25  # waits wake this often, so a signal another thread received is acted on
+
+
+def wait_in_slices(wait, timeout: float) -> bool:
+    """Call `wait(seconds)` (True when done) in slices of SIGNAL_POLL_S until done or `timeout`.
+
+    A SIGINT/SIGTERM can be delivered to any thread of the process (JAX, Z3 and clingo start
+    threads); Python runs its handler, and raises KeyboardInterrupt, only when the main thread
+    next executes bytecode. One long blocking wait would hold Ctrl-C back until the engine's time
+    limit (600 s by default); waking up every slice bounds that delay."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        if wait(min(remaining, SIGNAL_POLL_S)):
+            return True
 
 
 def wait_limit(timeout: float) -> float:
@@ -123,10 +143,19 @@ def run_group(cmd: Sequence[str], timeout: float, cwd: str | None = None) -> Fin
     timeout = wait_limit(timeout)
     proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             cwd=cwd, start_new_session=True, preexec_fn=_preexec(os.getpid()))
+    result: list[tuple[bytes, bytes]] = []
+
+    def done(seconds: float) -> bool:
+        try:  # retrying communicate() after its TimeoutExpired loses no output (subprocess docs)
+            result.append(proc.communicate(timeout=seconds))
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise Expired() from None
+        if not wait_in_slices(done, timeout):
+            raise Expired()
+        out, err = result[0]
     finally:
         kill_group(proc.pid)  # its pid is its group id (start_new_session); stragglers die too
         for pipe in (proc.stdout, proc.stderr):

@@ -13,7 +13,7 @@ import sys
 from typing import Protocol
 
 from ..lang.errors import AveError, EngineTimeout, RuleError
-from .children import die_with_parent, sigterm_unwinds, wait_limit
+from .children import die_with_parent, sigterm_unwinds, wait_in_slices, wait_limit
 
 
 class InProcessEngine(Protocol):
@@ -47,7 +47,7 @@ def _run(engine: InProcessEngine, facts: dict[str, list[tuple]], timeout: float)
     try:
         proc.start()
         child.close()
-        if not parent.poll(timeout):
+        if not wait_in_slices(parent.poll, timeout):
             raise EngineTimeout(f"the embedded Datalog engine did not finish within {timeout:g} s")
         status, payload = parent.recv()
     except EOFError:

@@ -14,6 +14,8 @@ cover): the safe side. DERIVED_FACT_WALL_MS is only a safety net far above that 
 """
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 import z3
 
@@ -122,11 +124,14 @@ def _covers_by_enumeration(enc: Encoder, acc, uniform: bool, size: int, free_loo
         names.add("slot")
     if not symbols(table, acc.addr) <= names:
         return None
+    ranges = [range(enc.nodes[enc.view.loops[h].lo].value, enc.nodes[enc.view.loops[h].hi].value,
+                    enc.nodes[enc.view.loops[h].step].value) for h in free_loops]
+    instances = prod(len(r) for r in ranges) * (1 if uniform else prod(dims)) * (size if acc.kind == "write_all" else 1)
+    if instances != size:  # the check below compares the counts first; decided before allocating (loops of 2**30)
+        return False
     axes: list[tuple[str, np.ndarray]] = []
-    for h in free_loops:
-        info = enc.view.loops[h]
-        lo, step = enc.nodes[info.lo].value, enc.nodes[info.step].value
-        axes.append((f"loop:{h}", np.arange(lo, enc.nodes[info.hi].value, step)))
+    for h, r in zip(free_loops, ranges):
+        axes.append((f"loop:{h}", np.arange(r.start, r.stop, r.step)))
     if not uniform:
         axes += [(f"tid:{d}", np.arange(extent)) for d, extent in enumerate(dims)]
     if acc.kind == "write_all":
@@ -208,6 +213,8 @@ def _strides_by_enumeration(enc: Encoder, acc, runs: list[int]) -> tuple | None:
             info = view.loops[loops[name]]
             lo, hi, step = (enc.nodes[e] for e in (info.lo, info.hi, info.step))
             if lo.op != "const" or hi.op != "const":
+                return None
+            if len(range(lo.value, hi.value, step.value)) > 4096:  # decided before allocating (loops of 2**30)
                 return None
             axes.append((name, np.arange(lo.value, hi.value, step.value)))
         elif not name.startswith("tid:"):
