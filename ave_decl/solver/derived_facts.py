@@ -248,11 +248,24 @@ def _strides_by_z3(enc: Encoder, base: list[z3.BoolRef], acc, runs: list[int]) -
     t1, t2 = enc.linear_thread(first), enc.linear_thread(second)
     pair = base + first.constraints + second.constraints + [t2 == t1 + 1]
     diffs = [enc.int_term(c, second.env) - enc.int_term(c, first.env) for c in acc.coords]
+    # One solver for every query of this access: the pair is div/mod-normalised once and each
+    # query is a push/pop (the budget is per check). `d == d` only makes the solver see the
+    # index-tensor reads of the coordinates, whose ranges it then asserts.
+    solver = _query_solver(enc, [*pair, *enc.side, *[d == d for d in diffs]])
+
+    def check(*extra: z3.BoolRef):
+        solver.push()
+        solver.add(*extra)
+        try:
+            result = solver.check()
+            return result, (solver.model() if result == z3.sat else None)
+        finally:
+            solver.pop()
+
     # candidate differences from one pair (l even: a pair inside every aligned run)
-    solver = _query_solver(enc, [*pair, t1 % 2 == 0, *enc.side])
-    if solver.check() != z3.sat:
+    result, model = check(t1 % 2 == 0)
+    if result != z3.sat:
         return None  # no two consecutive lanes execute the access together (or undecided)
-    model = solver.model()
     candidate = []
     for diff in diffs:
         value = model.eval(diff, model_completion=True)
@@ -261,6 +274,6 @@ def _strides_by_z3(enc: Encoder, base: list[z3.BoolRef], acc, runs: list[int]) -
         candidate.append(value.as_long())
     for run in runs:
         same_run = t1 / run == t2 / run
-        if all(_unsat(enc, [*pair, same_run, diff != value]) for diff, value in zip(diffs, candidate)):
+        if all(check(same_run, diff != value)[0] == z3.unsat for diff, value in zip(diffs, candidate)):
             return run, candidate
     return None
