@@ -249,9 +249,10 @@ def _strides_by_z3(enc: Encoder, base: list[z3.BoolRef], acc, runs: list[int]) -
     pair = base + first.constraints + second.constraints + [t2 == t1 + 1]
     diffs = [enc.int_term(c, second.env) - enc.int_term(c, first.env) for c in acc.coords]
     # One solver for every query of this access: the pair is div/mod-normalised once and each
-    # query is a push/pop (the budget is per check). `d == d` only makes the solver see the
-    # index-tensor reads of the coordinates, whose ranges it then asserts.
-    solver = _query_solver(enc, [*pair, *enc.side, *[d == d for d in diffs]])
+    # query is a push/pop (the budget is per check); the solver also asserts the ranges of the
+    # index-tensor reads in the coordinate differences the queries constrain.
+    solver = enc.query_solver(DERIVED_FACT_WALL_MS, [*pair, *enc.side], rlimit=DERIVED_FACT_RLIMIT,
+                              terms=tuple(diffs))
 
     def check(*extra: z3.BoolRef):
         solver.push()

@@ -74,16 +74,18 @@ class Encoder:
             s.set("rlimit", rlimit)
         return s
 
-    def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef], rlimit: int = 0) -> z3.Solver:
+    def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef], rlimit: int = 0,
+                     terms: tuple[z3.ExprRef, ...] = ()) -> z3.Solver:
         """A solver holding the conjunction of `formulas`, div/mod normalised by variable ranges
         (an equivalent formula; the ranges it relied on are asserted with it), plus the value
-        range and injectivity of every index-tensor read it contains (`index_reads`)."""
+        range and injectivity of every index-tensor read it contains (`index_reads`), or that
+        `terms` contain (terms that later push/pop queries will constrain)."""
         s = self.solver(timeout_ms, rlimit)
         if NORMALISE_DIVMOD:
             simplifier = DivModSimplifier(self.ranges, self.ctx)
             formulas = [simplifier.formula(f) for f in formulas] + simplifier.range_constraints()
         s.add(*formulas)
-        self.index_reads = self._index_reads(formulas)
+        self.index_reads = self._index_reads([*formulas, *terms])
         for name, args, app in self.index_reads:
             lo, hi, injective = self.view.index_values[name]
             s.add(app >= self.int_term(lo, {}), app < self.int_term(hi, {}))
