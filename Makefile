@@ -9,9 +9,10 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python setup.cfg pyproject.toml
+$(STAMP): $(BIN)/python setup.cfg pyproject.toml backends/nvptx/setup.cfg
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e 'backends/nvptx[toolchain,cuda]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -22,6 +23,15 @@ demo: $(STAMP)
 	@echo
 	@echo "== the same counterexample as JSON (excerpt of ave check --json) =="
 	@$(BIN)/ave check --json examples/gemm_lds_mfma_transposed.ave | $(BIN)/python -c "$$DEMO_JSON" || true
+	@echo
+	@echo "== ave emit examples/gemm_mma_ldmatrix.ave --target nvptx (PTX lines with tensor-core work) =="
+	@$(BIN)/ave emit examples/gemm_mma_ldmatrix.ave --target nvptx -o $(VENV)/gemm_mma_ldmatrix.ptx
+	@grep -E "^\.target|ldmatrix\.sync|mma\.sync" $(VENV)/gemm_mma_ldmatrix.ptx
+	@$(BIN)/ave emit examples/gemm_mma_ldmatrix.ave --target nvptx --stage sass -o $(VENV)/gemm_mma_ldmatrix.sass
+	@grep -E "HMMA|LDSM" $(VENV)/gemm_mma_ldmatrix.sass
+	@echo
+	@echo "== ave run examples/gemm_mma_ldmatrix.ave --target host (the emitted IR on the CPU, one thread per GPU thread) =="
+	@$(BIN)/ave run examples/gemm_mma_ldmatrix.ave --target host --sizes M=64,N=32,K=32
 
 define DEMO_JSON
 import json, sys

@@ -1,7 +1,8 @@
 """Ave: a verifier for data-flow invariants of GPU tile kernels.
 
 `check(...)` is the Python API for agent loops and tests: it returns the same structured
-Report that `ave check --json` prints, and never prints or exits.
+Report that `ave check --json` prints, and never prints or exits. `emit(...)` compiles verified
+kernels for a backend (docs/backends.md); `run(...)` also runs them and compares with the reference.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from .report.model import Counterexample, Finding, KernelReport, Report, Verdict
 from .version import __version__
 
-__all__ = ["check", "Report", "KernelReport", "Finding", "Counterexample", "Verdict", "__version__"]
+__all__ = ["check", "emit", "run", "Report", "KernelReport", "Finding", "Counterexample", "Verdict", "__version__"]
 
 
 def check(source_or_path: str | PathLike | list[str | PathLike], *, engine: str = "embedded",
@@ -33,3 +34,35 @@ def check(source_or_path: str | PathLike | list[str | PathLike], *, engine: str 
         else:
             sources.append(SourceFile(path, str(item)))
     return run(sources, opts, errors)
+
+
+def _source(source_or_path: str | PathLike, path: str):
+    from .lang.source import SourceFile
+    from .pipeline import read_sources
+
+    if isinstance(source_or_path, PathLike) or ("\n" not in str(source_or_path) and Path(str(source_or_path)).exists()):
+        found, errs = read_sources([str(source_or_path)])
+        if errs:
+            from .lang.errors import FrontEndError
+
+            raise FrontEndError(errs[0].message)
+        return found[0]
+    return SourceFile(path, str(source_or_path))
+
+
+def emit(source_or_path: str | PathLike, *, target: str = "nvptx", arch: str | None = None, stage: str | None = None,
+         kernel: str | None = None, unverified: bool = False, path: str = "<string>", timeout: float = 10.0):
+    """Compile the file's kernels (or the one named) for `target` up to `stage`; a list of
+    codegen.CompiledKernel with one Artifact per stage. Raises AveError subclasses (each with
+    its exit code): NotVerified unless the verifier says VERIFIED (or unverified=True)."""
+    from .execute import compile_source
+
+    return compile_source(_source(source_or_path, path), target, arch, stage, kernel, unverified, timeout)
+
+
+def run(source_or_path: str | PathLike, *, sizes: dict[str, int], target: str = "host", kernel: str | None = None,
+        seed: int = 0, arch: str | None = None, unverified: bool = False, path: str = "<string>", timeout: float = 10.0):
+    """Compile, run on random inputs and compare with the reference: a list of execute.KernelRun."""
+    from .execute import run_source
+
+    return run_source(_source(source_or_path, path), target, sizes, kernel, seed, arch, unverified, timeout)

@@ -421,6 +421,116 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
     sys.exit(1 if bad else 0)
 
 
+_EMIT_EXIT = ("Exit codes: 0 emitted, 1 the kernel has a violation, 5 it is not proven (both: --unverified "
+              "emits anyway), 2 usage or a missing tool (ptxas), 3 kernel front-end error, 6 a construct the "
+              "target cannot compile.")
+
+
+@main.command(epilog=_EMIT_EXIT)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--target", default="nvptx", show_default=True, help="Backend: host, nvptx, or an installed plug-in.")
+@click.option("--arch", default=None, help="Target architecture (nvptx: sm_90a, sm_80).")
+@click.option("--stage", default=None, help="Last stage to run (nvptx: llir, ptx [default], cubin, sass; host: llir [default], asm).")
+@click.option("-o", "--output", "out", type=click.Path(), default=None,
+              help="Write here (a directory when the file has several kernels) instead of stdout.")
+@click.option("--kernel", default=None, help="Only this kernel of the file.")
+@click.option("--unverified", is_flag=True, help="Compile even if the verifier does not say VERIFIED.")
+@click.option("--timeout", type=Seconds(0.001), default=10.0, show_default=True,
+              help="Solver time limit per query of the verification that gates the emission.")
+def emit(file: str, target: str, arch: str | None, stage: str | None, out: str | None, kernel: str | None,
+         unverified: bool, timeout: float) -> None:
+    """Compile verified kernels for a target and print (or write) the chosen stage's output."""
+    from .execute import compile_source
+
+    src = _read_one(file)
+    try:
+        compiled = compile_source(src, target, arch, stage, kernel, unverified, timeout)
+    except AveError as exc:
+        click.echo(exc.render(src), err=True)
+        sys.exit(int(exc.exit_code))
+    for c in compiled:
+        last = list(c.artifacts)[-1]
+        art = c.artifacts[last]
+        if c.resources:
+            r = c.resources
+            click.echo(f"{c.name}: {target} {c.arch}: {r.get('registers', '?')} registers, "
+                       f"{r.get('shared_bytes', 0)} bytes shared, {r.get('spill_stores', 0)} bytes spill stores, "
+                       f"{r.get('spill_loads', 0)} bytes spill loads", err=True)
+        if out is None:
+            if isinstance(art.data, bytes):
+                click.echo(f"error: stage {last} is binary: give -o FILE", err=True)
+                sys.exit(int(ExitCode.USAGE))
+            click.echo(art.data, nl=not art.data.endswith("\n"))
+            continue
+        path = Path(out) / f"{c.name}{art.suffix}" if len(compiled) > 1 else Path(out)
+        if len(compiled) > 1:
+            Path(out).mkdir(parents=True, exist_ok=True)
+        _atomic_write_bytes(path, art.data if isinstance(art.data, bytes) else art.data.encode())
+        click.echo(f"{c.name}: wrote {path}", err=True)
+
+
+_RUN_EXIT = ("Exit codes: 0 every output matches its reference, 1 an output differs, 2 usage, no device or "
+             "missing tool, 3 kernel front-end error or sizes the kernel rejects, 5 not proven and 1 violation "
+             "(without --unverified), 6 a construct the target cannot compile.")
+
+
+@main.command("run", epilog=_RUN_EXIT)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--target", default="host", show_default=True, help="Backend to run on: host (the CPU), nvptx (a GPU).")
+@click.option("--arch", default=None, help="Target architecture.")
+@click.option("--sizes", "sizes_text", default="", help="Symbolic sizes, e.g. M=64,N=64,K=64 (missing: the smallest).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--kernel", default=None, help="Only this kernel of the file.")
+@click.option("--unverified", is_flag=True, help="Run even if the verifier does not say VERIFIED.")
+@click.option("--timeout", type=Seconds(0.001), default=10.0, show_default=True, help="Solver time limit per query.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def run_cmd(file: str, target: str, arch: str | None, sizes_text: str, seed: int, kernel: str | None,
+            unverified: bool, timeout: float, as_json: bool) -> None:
+    """Compile verified kernels, run them on random inputs and compare with their references."""
+    from .execute import run_source
+    from .solver.sizes import complete_sizes
+
+    sizes = _parse_sizes(sizes_text)
+    src = _read_one(file)
+    runs = []
+    try:
+        for plan in complete_sizes(src, sizes, kernel):
+            runs += run_source(src, target, plan.sizes, plan.kernel, seed, arch, unverified, timeout)
+    except AveError as exc:
+        click.echo(exc.render(src), err=True)
+        sys.exit(int(exc.exit_code))
+    if as_json:
+        click.echo(json.dumps(_finite({"version": "1.0", "file": file, "runs": [vars(r) for r in runs]}), indent=2))
+    for r in runs:
+        if as_json:
+            break
+        at = ", ".join(f"{n}={v}" for n, v in r.sizes.items())
+        label = "ok" if r.ok else "no-ref" if r.ok is None else "MISMATCH"
+        click.echo(f"{label:9} {r.kernel} on {r.target} at {at} (verifier: {r.verdict})")
+        c = r.comparison
+        if c:
+            click.echo(f"  reference {c['output']}: max abs error {c['max_abs']:.3g}, relative {c['rel']:.3g} "
+                       f"(tolerance {c['tol']:g}), {c['mismatched']} of {c['elements']} elements differ")
+        click.echo(f"  compile {r.compile_s:.2f} s, run {r.run_s * 1e3:.1f} ms")
+    sys.exit(1 if any(r.ok is False for r in runs) else 0)
+
+
+def _read_one(file: str):
+    from .pipeline import read_sources
+
+    sources, errors = read_sources([file])
+    for e in errors:
+        click.echo(e.rendered, err=True)
+        sys.exit(e.exit_code)
+    return sources[0]
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 @main.command(epilog="Exit codes: 0 no failure found, 1 a failure was found (written to --out), 2 usage.")
 @click.option("--transform", "spec", required=True, help="module:function, an AST -> AST transformation.")
 @click.option("--examples", type=click.IntRange(min=1), default=25, show_default=True,

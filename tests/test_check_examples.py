@@ -20,6 +20,7 @@ def test_examples_verdicts(ave):
         "flash_attention_gqa": "VERIFIED",
         "fused_moe": "VERIFIED",
         "gemm_mma_ldmatrix": "VERIFIED",
+        "gemm_mma_pipelined": "VERIFIED",
         "gemm_lds_mfma_transposed": "VIOLATION",
         "gemm_naive": "VERIFIED",
         "exchange_untagged": "VIOLATION",

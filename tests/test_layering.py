@@ -21,13 +21,16 @@ ALLOWED: dict[str, set[str]] = {
     "facts": {"hw", "lang"},
     "datalog": {"lang"},
     "report": {"lang"},
+    "codegen": {"hw", "lang"},
+    "execute": {"hw", "lang", "codegen", "sim", "solver", "pipeline", "report"},
     "solver": {"hw", "lang", "facts", "report"},
     "sim": {"hw", "lang", "report"},
     "pipeline": {"hw", "lang", "facts", "datalog", "report", "solver", "sim"},
-    "api": {"lang", "report", "pipeline"},
+    "api": {"lang", "report", "pipeline", "execute"},
     "audit": {"lang", "datalog", "report", "pipeline"},
     "testing": {"hw", "lang", "report", "sim", "api"},
-    "cli": {"hw", "lang", "facts", "datalog", "report", "solver", "sim", "pipeline", "api", "audit", "testing"},
+    "cli": {"hw", "lang", "facts", "datalog", "report", "solver", "sim", "pipeline", "api", "audit", "testing",
+            "codegen", "execute"},
     "version": set(),
 }
 

@@ -32,6 +32,7 @@ class ExitCode(IntEnum):
     FRONT_END = 3
     RULES = 4
     INCONCLUSIVE = 5
+    CODEGEN = 6  # a construct the code generator cannot lower, or a target that does not apply
     INTERNAL = 70
     INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
 

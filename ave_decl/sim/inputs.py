@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..lang import ast as A
+from ..lang.consts import const_int
+from .state import ROUND, SimulationError, narrow
 
 
 def tensor_dims(p: A.Param) -> tuple[A.Expr, ...]:
@@ -35,3 +37,37 @@ def with_entries(values: np.ndarray, entries: list[list[int]], permutation: bool
                 flat[where[0]] = flat[at]
         flat[at] = value
     return out
+
+
+def random_inputs(kernel: A.Kernel, sizes: dict[str, int], seed: int = 0,
+                  index_entries: dict[str, list[list[int]]] | None = None) -> dict[str, np.ndarray]:
+    """The inputs of a run, as float32 arrays holding values of each tensor's element type: normal
+    samples rounded to narrow types, a permutation or values in [lo, hi) for index tensors (one
+    seeded generator in parameter order: the simulator and every backend get the same inputs)."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for p in kernel.params:
+        if not isinstance(p.annotation, A.Subscript):
+            continue
+        dt = p.annotation.indices[0].id  # type: ignore[union-attr]
+        shape = tensor_shape(p, sizes)
+        values = rng.standard_normal(shape).astype(np.float32)
+        if len(p.annotation.indices) == 3:  # an index tensor: a permutation or values in [lo, hi)
+            spec = p.annotation.indices[2]
+            values = _index_values(spec, shape, sizes, rng)
+            values = with_entries(values, (index_entries or {}).get(p.name, []),
+                                  permutation=isinstance(spec, A.Name))
+        if dt in ROUND:
+            values = narrow(values, dt)
+        out[p.name] = values
+    return out
+
+
+def _index_values(spec: A.Expr, shape: tuple[int, ...], sizes: dict[str, int], rng) -> np.ndarray:
+    if isinstance(spec, A.Name) and spec.id == "permutation":
+        return rng.permutation(int(np.prod(shape))).reshape(shape).astype(np.float32)
+    bounds = [const_int(x, sizes) for x in spec.elts] if isinstance(spec, A.Tuple) else []  # type: ignore[union-attr]
+    if len(bounds) != 2 or None in bounds:
+        raise SimulationError("an index tensor's range must be two integer expressions of the sizes", spec.span)
+    lo, hi = bounds
+    return rng.integers(lo, hi, size=shape).astype(np.float32)

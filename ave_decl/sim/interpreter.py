@@ -21,7 +21,7 @@ from ..hw.dtypes import DTYPES
 from ..hw.instructions import Instruction, LoadMatrix
 from ..hw.layout import Composed, Layout, Swizzle, col_major, row_major
 from ..lang import ast as A
-from .inputs import tensor_dims, tensor_shape, with_entries
+from .inputs import random_inputs, tensor_dims, tensor_shape
 from .limits import check_memory, check_size_values
 from .memory import MemoryModel
 from .race_detector import RaceDetector
@@ -98,34 +98,17 @@ class Simulator(MemoryModel, ShadowChecks):
             lin = lin // extent
         self.linear_tid = jnp.broadcast_to(jnp.arange(self.T, dtype=ITYPE)[None, :], self.shape)
         self.env = {}
-        rng = np.random.default_rng(self.seed)
-        self.inputs: dict[str, np.ndarray] = {}
+        self.inputs = random_inputs(self.k, self.sizes, self.seed, self.index_entries)
         for p in self.k.params:
             if not isinstance(p.annotation, A.Subscript):
                 self.env[p.name] = self._ival(self.sizes[p.name])
                 continue
             dt = p.annotation.indices[0].id  # type: ignore[union-attr]
-            shape = tensor_shape(p, self.sizes)
-            values = rng.standard_normal(shape).astype(np.float32)
-            if len(p.annotation.indices) == 3:  # an index tensor: a permutation or values in [lo, hi)
-                values = self._index_input(p.annotation.indices[2], shape, rng)
-                values = with_entries(values, self.index_entries.get(p.name, []),
-                                       permutation=isinstance(p.annotation.indices[2], A.Name))
-            if dt in ROUND:
-                values = narrow(values, dt)
-            self.inputs[p.name] = values
-            self.buffers[p.name] = Buf(p.name, "global", dt, shape, None, jnp.asarray(values))
+            self.buffers[p.name] = Buf(p.name, "global", dt, self.inputs[p.name].shape, None,
+                                       jnp.asarray(self.inputs[p.name]))
             self.env[p.name] = self.buffers[p.name]
         for name, value in self.sizes.items():
             self.env.setdefault(name, self._ival(value))
-
-    def _index_input(self, e: A.Expr, shape: tuple[int, ...], rng) -> np.ndarray:
-        if isinstance(e, A.Name) and e.id == "permutation":
-            return rng.permutation(math.prod(shape)).reshape(shape).astype(np.float32)
-        saved, self.env = self.env, {n: self._ival(v) for n, v in self.sizes.items()}
-        lo, hi = (self._const(x) for x in e.elts)  # type: ignore[union-attr]
-        self.env = saved
-        return rng.integers(lo, hi, size=shape).astype(np.float32)
 
     def _const(self, e: A.Expr) -> int:
         v = self.eval(e)

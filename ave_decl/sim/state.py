@@ -3,16 +3,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
-from ..hw.instructions import OperandMap
 from ..hw.layout import AnyLayout
 from ..lang import ast as A
 from ..lang.errors import FrontEndError
+from ..lang.operand_maps import map_values, slot_maps  # noqa: F401  (re-exported for the simulator)
 
 LMAX = 6  # tag components carried per element
 
@@ -103,40 +102,6 @@ def merge_classes(into: dict, new: dict) -> None:
 def tag_list(tag, arity) -> list[int]:
     n = abs(int(np.asarray(arity)))
     return [int(x) for x in np.asarray(tag)[:n]]
-
-
-@lru_cache(maxsize=None)
-def slot_maps(op: OperandMap, lanes: int) -> tuple[np.ndarray, np.ndarray]:
-    """(row, col) of every (lane, value) slot, as (lanes, values) integer arrays."""
-    lane, v = np.meshgrid(np.arange(lanes), np.arange(op.values), indexing="ij")
-    env = {"lane": lane, "v": v}
-    return map_values(op.row, env), map_values(op.col, env)
-
-
-_MAP_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
-            "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
-            ">>": np.right_shift}
-
-
-def map_values(text: str, env: dict[str, np.ndarray]) -> np.ndarray:
-    """An operand-map string of the instruction library (`"lane % 32"`), parsed by the `.ave`
-    expression grammar and evaluated by walking its AST over integer arrays (never `eval`)."""
-    from ..lang.parser import parse_expression
-
-    return np.asarray(_map_value(parse_expression(text), env, text))
-
-
-def _map_value(e: A.Expr, env: dict[str, np.ndarray], text: str):
-    if isinstance(e, A.Int):
-        return e.value
-    if isinstance(e, A.Name) and e.id in env:
-        return env[e.id]
-    if isinstance(e, A.BinOp) and e.op in _MAP_OPS:
-        return _MAP_OPS[e.op](_map_value(e.left, env, text), _map_value(e.right, env, text))
-    if isinstance(e, A.UnaryOp) and e.op in ("-", "+", "~"):
-        x = _map_value(e.operand, env, text)
-        return {"-": np.negative, "+": np.positive, "~": np.invert}[e.op](x)
-    raise ValueError(f"operand map {text!r}: unsupported {type(e).__name__}")  # library data, not user input
 
 
 def elements(e: A.Expr | None) -> tuple:

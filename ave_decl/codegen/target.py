@@ -1,0 +1,89 @@
+"""The hooks a target supplies to the shared lowering: only what differs between GPUs.
+
+Everything else (control flow, arithmetic, layouts and swizzles, register arrays, casts, lane
+reductions as butterflies of `shuffle_xor`) is lowered once in `lower.py` for every target.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from ..hw.instructions import Instruction, LoadMatrix
+
+
+@dataclass
+class LoweredKernel:
+    """What launchers need beyond the IR: the symbol, shared bytes per block, launch facts."""
+
+    symbol: str
+    shared_bytes: int = 0
+    threads: int = 0
+    block: tuple[int, ...] = ()
+    group: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class CodegenTarget:
+    """Base class of the target hooks. A target object serves one module (it may keep state)."""
+
+    name = "abstract"
+    triple = ""
+    data_layout = ""
+    global_space = 0  # address space of kernel tensor arguments
+    shared_space = 0  # address space of block-shared buffers
+    max_group = 64  # largest warp/wave the target executes
+    entry: ir.IRBuilder | None = None  # set by the lowering: allocas go in the kernel's entry block
+
+    def entry_alloca(self, ty: ir.Type, name: str) -> ir.Value:
+        """A stack slot allocated once per kernel invocation (never inside a loop), cached by name."""
+        slots = self.__dict__.setdefault("_slots", {})
+        if name not in slots:
+            slots[name] = self.entry.alloca(ty, name=name)  # type: ignore[union-attr]
+        return slots[name]
+
+    def begin_kernel(self, module: ir.Module, name: str, params: list[ir.Type]) -> tuple[ir.Function, list[ir.Value]]:
+        """Declare the kernel; return it and its declared (visible) parameters in ABI order."""
+        raise NotImplementedError
+
+    def prologue(self, b: ir.IRBuilder, info: LoweredKernel) -> None:
+        """Target set-up at the top of the kernel (e.g. the host reads its thread context)."""
+
+    def thread_id(self, b: ir.IRBuilder, dim: int) -> ir.Value:
+        raise NotImplementedError
+
+    def block_id(self, b: ir.IRBuilder, dim: int) -> ir.Value:
+        raise NotImplementedError
+
+    def barrier(self, b: ir.IRBuilder) -> None:
+        raise NotImplementedError
+
+    def shared_array(self, b: ir.IRBuilder, module: ir.Module, name: str, elem: ir.Type, count: int,
+                     offset: int) -> ir.Value:
+        """A pointer (in `shared_space`) to `count` elements at byte `offset` of the block's shared memory."""
+        raise NotImplementedError
+
+    def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, mask: int, lane: ir.Value) -> ir.Value:
+        """The f32 `value` of lane `lane ^ mask` of the same warp/wave (all lanes take part)."""
+        raise NotImplementedError
+
+    def mma(self, b: ir.IRBuilder, instr: Instruction, a: list[ir.Value], bv: list[ir.Value],
+            c: list[ir.Value], lane: ir.Value) -> list[ir.Value]:
+        """D = A B + C over a warp/wave. `a`, `bv` are raw element bits (i16 for 16-bit types), `c` f32."""
+        raise NotImplementedError
+
+    def ldmatrix(self, b: ir.IRBuilder, lm: LoadMatrix, row: ir.Value, lane: ir.Value) -> list[ir.Value]:
+        """`ldmatrix`: this lane supplies the shared address of one 16-byte row; returns 2 * matrices
+        raw 16-bit values (slot v = matrix v // 2, half v % 2)."""
+        raise NotImplementedError
+
+    def async_copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int) -> bool:
+        """Issue an asynchronous global -> shared copy of `nbytes`; False if the target has no such
+        copy for that size (the lowering then copies synchronously, a valid refinement)."""
+        return False
+
+    def async_wait(self, b: ir.IRBuilder) -> None:
+        """Wait for this thread's asynchronous copies."""
+
+    def finish(self, module: ir.Module, fn: ir.Function, info: LoweredKernel) -> None:
+        """Target metadata (kernel annotations, launch bounds)."""

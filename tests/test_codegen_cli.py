@@ -1,0 +1,81 @@
+"""`ave emit` and `ave run`: the gate on VERIFIED, outputs, files, and one-line errors with exit codes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from codegen_support import EXAMPLES
+
+import ave_decl
+
+MMA = EXAMPLES / "gemm_mma_ldmatrix.ave"
+WRONG = EXAMPLES / "gemm_lds_mfma_transposed.ave"
+
+
+def test_emit_prints_ptx_of_a_verified_kernel(ave):
+    r = ave("emit", MMA, "--target", "nvptx")
+    assert r.code == 0 and ".target sm_90a" in r.out and "mma.sync.aligned.m16n8k16" in r.out
+
+
+def test_emit_refuses_a_kernel_with_a_violation_and_says_why(ave):
+    r = ave("emit", WRONG, "--target", "host")
+    assert r.code == 1 and r.out == ""
+    first = r.err.splitlines()[0]
+    assert first.startswith(f"{WRONG}:7:1: error: refusing to compile gemm_lds_mfma_transposed: the verifier says "
+                            "VIOLATION (ave/mma-k-pairing at line 32)"), r.err
+    r = ave("emit", WRONG, "--target", "host", "--unverified")
+    assert r.code == 0 and "define void @gemm_lds_mfma_transposed" in r.out
+
+
+def test_emit_writes_binary_stages_to_a_file(ave, tmp_path):
+    r = ave("emit", MMA, "--target", "nvptx", "--stage", "cubin")
+    assert r.code == 2 and "stage cubin is binary: give -o FILE" in r.err
+    out = tmp_path / "k.cubin"
+    r = ave("emit", MMA, "--target", "nvptx", "--arch", "sm_80", "--stage", "cubin", "-o", out)
+    assert r.code == 0 and out.read_bytes()[:4] == b"\x7fELF"
+    assert "gemm_mma_ldmatrix: nvptx sm_80:" in r.err and "0 bytes spill stores" in r.err
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--target", "nope"], 2, "no backend named nope (installed: host, nvptx"),
+    (["--target", "nvptx", "--arch", "sm_70"], 2, "target nvptx accepts --arch sm_90a, sm_80 (not sm_70)"),
+    (["--target", "nvptx", "--stage", "hsaco"], 2, "target nvptx has stages llir, ptx, cubin, sass (not hsaco)"),
+    (["--target", "nvptx", "--kernel", "nope"], 2, "has no kernel named 'nope'"),
+])
+def test_emit_usage_errors_are_one_line(ave, args, code, message):
+    r = ave("emit", MMA, *args)
+    assert r.code == code and message in r.err and "Traceback" not in r.err, r.err
+
+
+def test_emit_refuses_an_amd_kernel_for_nvptx_with_exit_6(ave):
+    r = ave("emit", EXAMPLES / "gemm_lds_mfma.ave", "--target", "nvptx")
+    assert r.code == 6 and "gemm_lds_mfma.ave:6:1: error: gemm_lds_mfma imports mfma_f32_32x32x8_bf16" in r.err
+
+
+def test_run_on_the_host_prints_the_error_and_exits_0(ave):
+    r = ave("run", EXAMPLES / "gemm_naive.ave", "--sizes", "M=32,N=16,K=8")
+    assert r.code == 0, r.out + r.err
+    assert r.out.startswith("ok        gemm_naive on host at M=32, K=8, N=16 (verifier: VERIFIED)")
+    assert "reference C: max abs error" in r.out
+
+
+def test_run_exits_1_when_the_output_differs(ave):
+    r = ave("run", WRONG, "--sizes", "M=64,N=64,K=64", "--unverified", "--json")
+    assert r.code == 1
+    (run,) = json.loads(r.out)["runs"]
+    assert run["ok"] is False and run["comparison"]["mismatched"] > 0 and run["verdict"] == "unchecked"
+
+
+def test_run_rejects_sizes_the_kernel_does_not_admit(ave):
+    r = ave("run", EXAMPLES / "gemm_naive.ave", "--sizes", "M=17,N=16,K=8")
+    assert r.code == 3 and "the sizes violate assume(...)" in r.err
+
+
+def test_python_api_emit_and_run():
+    (compiled,) = ave_decl.emit(MMA, target="nvptx", stage="llir")
+    assert list(compiled.artifacts) == ["llir"] and compiled.signature.sizes == ("M", "K", "N")
+    (run,) = ave_decl.run(EXAMPLES / "gemm_naive.ave", sizes={"M": 16, "N": 16, "K": 4})
+    assert run.ok and run.comparison["rel"] < 1e-5
+    with pytest.raises(ave_decl.execute.NotVerified) as err:
+        ave_decl.emit(WRONG, target="host")
+    assert err.value.exit_code == 1
