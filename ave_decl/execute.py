@@ -99,10 +99,13 @@ def _select(module: A.Module, kernel: str | None, path: str) -> list[A.Kernel]:
 def compile_source(src: SourceFile, target: str, arch: str | None = None, stage: str | None = None,
                    kernel: str | None = None, unverified: bool = False, timeout: float = 10.0) -> list[CompiledKernel]:
     backend = get_backend(target)
+    arch = backend.check_arch(arch)
+    if stage is not None and stage not in backend.stages:
+        raise UsageError(f"target {backend.name} has stages {', '.join(backend.stages)} (not {stage})")
     module = parse_source(src)
     imports = resolve_imports(module)
     kernels = _select(module, kernel, src.path)
-    verdicts = _gate(src, kernels, unverified, timeout)
+    verdicts = _gate(src, kernels, unverified, timeout)  # after the cheap usage checks: no wasted proof
     out = []
     for k in kernels:
         compiled = backend.compile(k, imports, arch, stage)
@@ -159,6 +162,7 @@ def run_source(src: SourceFile, target: str, sizes: dict[str, int], kernel: str 
     from .sim.reference import compare, evaluate_reference, reference_of
 
     backend = get_backend(target)
+    arch = backend.check_arch(arch)
     problem = backend.device_available()
     if problem is not None:
         from .codegen.errors import NoDevice

@@ -1,6 +1,6 @@
 """Code-generation costs per example, and the host target against the simulator.
 
-  python bench/emit.py [--repeat N] [--no-sim]
+  python bench/emit.py [--repeat N] [--sim-repeat N]
 
 1. For every example the nvptx target applies to: the time to lower and emit PTX (LLVM's NVPTX
    back end, in process) and the time of `ptxas -v` on that PTX (cubin), with the registers and
@@ -108,13 +108,14 @@ def nvptx_section(examples: list[Path], repeat: int) -> None:
             print(f"   {path.name:26} {k.name:22} {cells}")
 
 
-def host_section(examples: list[Path], repeat: int, with_sim: bool) -> None:
+def host_section(examples: list[Path], repeat: int, sim_repeat: int) -> None:
     from ave_decl.sim.reference import compare, evaluate_reference
     from ave_decl.sim.run import simulate_source
 
     host = get_backend("host")
     print("2. host target (one pthread per GPU thread) vs ave simulate (JAX, CPU) on the same kernel and sizes")
-    print("   times in ms; host run = one launch of the JIT-compiled grid; sim = simulate_source, second call")
+    print(f"   times in ms; host run = one launch of the JIT-compiled grid (best of {max(1, repeat)}); compile ="
+          f" lower + O3 + JIT; sim = simulate_source after a warm-up call (best of {max(1, sim_repeat)})")
     header = (f"   {'kernel':24} {'sizes':26} {'compile':>8} {'host run':>9} {'ref':>4} {'sim':>9} {'sim/run':>8}"
               f" {'+shadow':>9} {'shadow/run':>10}")
     print(header)
@@ -137,11 +138,11 @@ def host_section(examples: list[Path], repeat: int, with_sim: bool) -> None:
             at = ",".join(f"{n}={v}" for n, v in sizes.items())
             row = (f"   {k.name:24} {at:26} {(compile_s + prep_s) * 1e3:8.0f} {run_s * 1e3:9.1f}"
                    f" {'ok' if got['ok'] else 'DIFF':>4}")
-            if with_sim:
+            if sim_repeat > 0:
                 cells = []
                 for shadow in (False, True):
                     simulate_source(src, sizes, kernel=k.name, shadow=shadow)  # JAX compiles once per shape
-                    sim_s, _ = best(lambda: simulate_source(src, sizes, kernel=k.name, shadow=shadow), 1)
+                    sim_s, _ = best(lambda: simulate_source(src, sizes, kernel=k.name, shadow=shadow), sim_repeat)
                     cells.append(sim_s)
                 ratios.append(cells[0] / run_s)
                 shadow_ratios.append(cells[1] / run_s)
@@ -156,11 +157,11 @@ def host_section(examples: list[Path], repeat: int, with_sim: bool) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3, help="timed repetitions (the minimum is printed)")
-    ap.add_argument("--no-sim", action="store_true", help="skip the simulator columns of section 2")
+    ap.add_argument("--sim-repeat", type=int, default=1, help="timed simulator runs per mode (0: no simulator)")
     args = ap.parse_args()
-    examples = sorted((ROOT / "examples").glob("*.ave"))
+    examples = sorted([*(ROOT / "examples").glob("*.ave"), *(ROOT / "examples").glob("speed/*.ave")])
     nvptx_section(examples, args.repeat)
-    host_section(examples, args.repeat, not args.no_sim)
+    host_section(examples, args.repeat, args.sim_repeat)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ from ave_decl.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/engines is importable as `engines`
 EXAMPLES = ROOT / "examples"
+# The example corpus the audit, mutation and byte-identity tests run many times: the top-level
+# examples (examples/speed/ holds kernels tuned for speed, whose proofs cost a minute each).
+CORPUS = sorted(EXAMPLES.glob("*.ave"))
 DATA = Path(__file__).resolve().parent / "data"
 
 

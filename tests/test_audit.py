@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import DATA, EXAMPLES, ROOT
+from conftest import CORPUS, DATA, EXAMPLES, ROOT
 
 from ave_decl.audit.batch import AuditOptions, audit
 from ave_decl.pipeline import Options
@@ -46,7 +46,7 @@ def good_corpus(tmp_path_factory) -> tuple[Path, list[dict]]:
 
 def test_audit_examples_json_and_sarif(tmp_path, ave, sarif_schema):
     out_json, out_sarif = tmp_path / "out.json", tmp_path / "out.sarif"
-    r = ave("audit", EXAMPLES, "--json", out_json, "--sarif", out_sarif, "--no-cache", "-j", "2")
+    r = ave("audit", *CORPUS, "--json", out_json, "--sarif", out_sarif, "--no-cache", "-j", "2")
     assert r.code == 1, r.out
     data = json.loads(out_json.read_text())
     jsonschema.validate(data, REPORT_SCHEMA)

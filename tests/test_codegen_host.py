@@ -12,7 +12,7 @@ from ave_decl.codegen.host_backend import HostBackend
 from ave_decl.lang.source import SourceFile
 from ave_decl.sim.run import simulate_source
 
-EXAMPLE_FILES = sorted(EXAMPLES.glob("*.ave"))
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.ave")) + sorted(EXAMPLES.glob("speed/*.ave"))
 
 
 def test_every_example_kernel_has_host_sizes():
@@ -58,8 +58,8 @@ class SwappedFragmentRows(HostTarget):
 class SwappedAccumulatorSlots(HostTarget):
     """A deliberately wrong lowering: two result slots of every matrix instruction exchanged."""
 
-    def mma(self, b, instr, a, bv, c, lane):
-        out = super().mma(b, instr, a, bv, c, lane)
+    def mma(self, b, instr, dtype, a, bv, c, lane):
+        out = super().mma(b, instr, dtype, a, bv, c, lane)
         out[0], out[1] = out[1], out[0]
         return out
 
@@ -149,3 +149,10 @@ def test_an_element_type_without_code_generation_is_reported_at_its_parameter():
     with pytest.raises(CodegenError) as err:
         run_on("host", text, {"M": 16, "N": 16, "K": 8})
     assert "fp8" in err.value.message and err.value.span.line == 6 and err.value.span.col == 16
+
+
+def test_the_generic_mma_computes_in_the_operands_type():
+    """`mma_m16n8k16` accepts f16 and bf16: bf16 operands must be multiplied as bf16."""
+    text = (EXAMPLES / "gemm_mma_ldmatrix.ave").read_text().replace("mma_m16n8k16_bf16", "mma_m16n8k16")
+    result, _, _ = run_on("host", text, SIZES["gemm_mma_ldmatrix"])
+    assert result["ok"], result

@@ -30,7 +30,7 @@ def _ptxas_missing() -> str | None:
 
 
 needs_toolchain = pytest.mark.skipif(_ptxas_missing() is not None, reason=f"{_ptxas_missing()}")
-APPLICABLE = [p for p in sorted(EXAMPLES.glob("*.ave"))
+APPLICABLE = [p for p in sorted(EXAMPLES.glob("*.ave")) + sorted(EXAMPLES.glob("speed/*.ave"))
               if all(nvptx.applies(k, kernels_of(p)[2]) is None for k in kernels_of(p)[1].kernels)]
 GEMMS = [p for p in APPLICABLE if p.stem.startswith("gemm")]
 

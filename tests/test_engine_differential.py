@@ -63,8 +63,15 @@ def test_random_programs_live(data):
 
 
 def test_core_rules_on_examples():
-    """Every derived relation of the real rules, on all examples in one batched run."""
-    sources, _ = read_sources([str(p) for p in sorted(EXAMPLES.glob("*.ave"))])
+    """Every derived relation of the real rules, on the examples in one batched run: all of them
+    against a live Soufflé; without one, the examples the golden output was generated from (its
+    `kernels` table names their files; tests/engines/regen.py regenerates it over all examples)."""
+    golden = load_golden("examples.json")
+    paths = sorted(EXAMPLES.glob("*.ave"))
+    if not SOUFFLE:
+        recorded = {name.split("::")[0] for name in golden["kernels"].values()}
+        paths = [p for p in paths if p.name in recorded]
+    sources, _ = read_sources([str(p) for p in paths])
     facts = merge(front_end(sources).kernels)
     prog = load_rules()
     got = _norm(ClingoEngine(prog).run(facts))
@@ -73,7 +80,7 @@ def test_core_rules_on_examples():
 
         want = _norm(SouffleEngine(prog).run(facts))
     else:
-        want = load_golden("examples.json")["derived"]
+        want = golden["derived"]
     assert got == want
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import CORPUS, EXAMPLES, ROOT
 
 from ave_decl.audit.batch import AuditOptions, audit
 from ave_decl.audit.cache import FORMAT, Cache, _digest, key
@@ -378,7 +378,7 @@ def test_audit_json_is_byte_identical_across_jobs_and_cache(tmp_path):
     out = {}
     for seed, (name, args) in enumerate(runs.items(), start=1):
         target = tmp_path / f"{seed}.json"
-        p = _cli("audit", EXAMPLES, *args, "--json", target, "--no-timings", "-q", seed=seed)
+        p = _cli("audit", *CORPUS, *args, "--json", target, "--no-timings", "-q", seed=seed)
         assert p.returncode == 1, (name, p.stdout, p.stderr)
         assert b" s (" not in p.stdout  # no elapsed seconds in the summary either
         out[name] = target.read_bytes()

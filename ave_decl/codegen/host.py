@@ -116,10 +116,9 @@ class HostTarget(CodegenTarget):
     def _lookup(self, b: ir.IRBuilder, table: ir.GlobalVariable, index: ir.Value) -> ir.Value:
         return b.load(b.gep(table, [ir.Constant(I32, 0), index]), typ=I32)
 
-    def mma(self, b, instr: Instruction, a, bv, c, lane):
+    def mma(self, b, instr: Instruction, dtype, a, bv, c, lane):
         """D[i, j] = C[i, j] + sum_k A[i, k] B[k, j] in f32, k in order, over the group's exchange."""
         na, nb = instr.a.values, instr.b.values
-        dtype = instr.in_dtypes[0]
         words = [(x, s) for s, x in enumerate(load_convert(b, v, dtype) for v in a)]
         words += [(load_convert(b, v, dtype), na + s) for s, v in enumerate(bv)]
         words += [(v, na + nb + s) for s, v in enumerate(c)]

@@ -68,7 +68,7 @@ class InstrLowering:
         av = self.raw_slots(a, instr.a.values, dt, e.args[0])
         bv = self.raw_slots(bm, instr.b.values, dt, e.args[1])
         cv = self.raw_slots(c, instr.c.values, "f32", e.args[2])
-        d = self.t.mma(self.b, instr, av, bv, cv, self.lane)  # type: ignore[attr-defined]
+        d = self.t.mma(self.b, instr, dt, av, bv, cv, self.lane)  # type: ignore[attr-defined]
         out = self.result_array(name, instr.acc_dtype, instr.c.values, s)
         self.write_slots(out, d, "f32")
 

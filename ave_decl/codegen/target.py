@@ -67,9 +67,10 @@ class CodegenTarget:
         """The f32 `value` of lane `lane ^ mask` of the same warp/wave (all lanes take part)."""
         raise NotImplementedError
 
-    def mma(self, b: ir.IRBuilder, instr: Instruction, a: list[ir.Value], bv: list[ir.Value],
+    def mma(self, b: ir.IRBuilder, instr: Instruction, dtype: str, a: list[ir.Value], bv: list[ir.Value],
             c: list[ir.Value], lane: ir.Value) -> list[ir.Value]:
-        """D = A B + C over a warp/wave. `a`, `bv` are raw element bits (i16 for 16-bit types), `c` f32."""
+        """D = A B + C over a warp/wave. `a`, `bv` are raw bits of element type `dtype` (one of
+        `instr.in_dtypes`: i16 for 16-bit types), `c` f32."""
         raise NotImplementedError
 
     def ldmatrix(self, b: ir.IRBuilder, lm: LoadMatrix, row: ir.Value, lane: ir.Value) -> list[ir.Value]:

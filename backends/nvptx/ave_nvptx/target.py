@@ -78,10 +78,9 @@ class NvptxTarget(CodegenTarget):
             out.append(b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), ir.Constant(I32, 16))))
         return out
 
-    def mma(self, b, instr: Instruction, a, bv, c, lane):
+    def mma(self, b, instr: Instruction, dtype, a, bv, c, lane):
         if instr.vendor != "nvidia" or (instr.m, instr.n, instr.k) != (16, 8, 16):
             raise CodegenError(f"{instr.name} is not an NVIDIA mma.sync instruction")
-        dtype = instr.in_dtypes[0]
         ra, rb = self._pack(b, a), self._pack(b, bv)
         if dtype == "bf16":
             name = "llvm.nvvm.mma.m16n8k16.row.col.bf16"
