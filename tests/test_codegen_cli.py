@@ -79,3 +79,11 @@ def test_python_api_emit_and_run():
     with pytest.raises(ave_decl.execute.NotVerified) as err:
         ave_decl.emit(WRONG, target="host")
     assert err.value.exit_code == 1
+
+
+def test_a_missing_ptxas_is_one_line_and_exit_2(ave, tmp_path, monkeypatch):
+    monkeypatch.setenv("AVE_PTXAS", str(tmp_path / "no-ptxas"))
+    r = ave("emit", MMA, "--target", "nvptx", "--stage", "cubin", "-o", tmp_path / "k.cubin")
+    assert r.code == 2 and not (tmp_path / "k.cubin").exists()
+    assert r.err.strip().endswith("error: AVE_PTXAS=" + str(tmp_path / "no-ptxas") + " is not a file"), r.err
+    assert len(r.err.strip().splitlines()) == 1

@@ -134,6 +134,8 @@ class InstructionLowering:
         buf = self.lookup(src.value) if isinstance(src.value, A.Name) else None
         if not isinstance(buf, Buffer) or buf.space != "shared" or buf.rank < 2:
             raise self.err(f"{lm.name} reads a shared buffer of rank 2 or more (rows, columns last)", src)
+        if len(src.indices) != buf.rank:
+            raise self.err(f"{buf.name} has rank {buf.rank}: {len(src.indices)} indices given", src)
         dst = self.env.get(name)
         values = 2 * lm.matrices
         if dst is None or not isinstance(dst.value, Buffer) or dst.value.space != "local" or const_size(dst.value) != values:

@@ -57,6 +57,7 @@ KNOWN_BAD = sorted(HOSTILE_KERNELS)
 @given(data=kernel_bytes())
 @example(data=HOSTILE_KERNELS["nested_ifs_700"].encode())
 @example(data=HOSTILE_KERNELS["huge_shift"].encode())
+@example(data=(EXAMPLES / "gemm_mma_ldmatrix.ave").read_bytes().replace(b"Bs[lane % 16, wn]", b"Bs[lane % 16, ]"))
 def test_front_end_survives_fuzzed_kernel_files(data):
     """The volume test: `ave facts` runs exactly the front end of `ave check` (reading, parsing,
     lowering with its semantic checks, the solver-derived facts) and nothing after it, so most of
