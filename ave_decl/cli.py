@@ -463,9 +463,13 @@ def emit(file: str, target: str, arch: str | None, stage: str | None, out: str |
             click.echo(art.data, nl=not art.data.endswith("\n"))
             continue
         path = Path(out) / f"{c.name}{art.suffix}" if len(compiled) > 1 else Path(out)
-        if len(compiled) > 1:
-            Path(out).mkdir(parents=True, exist_ok=True)
-        _atomic_write_bytes(path, art.data if isinstance(art.data, bytes) else art.data.encode())
+        try:
+            if len(compiled) > 1:
+                Path(out).mkdir(parents=True, exist_ok=True)
+            _atomic_write_bytes(path, art.data if isinstance(art.data, bytes) else art.data.encode())
+        except OSError as exc:
+            click.echo(f"error: cannot write {path}: {exc.strerror or exc}", err=True)
+            sys.exit(int(ExitCode.USAGE))
         click.echo(f"{c.name}: wrote {path}", err=True)
 
 
@@ -526,9 +530,14 @@ def _read_one(file: str):
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write through a temporary file beside `path`: a reader never sees half a file, and a failed
+    write (a directory in the way, no such folder) leaves nothing behind."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @main.command(epilog="Exit codes: 0 no failure found, 1 a failure was found (written to --out), 2 usage.")

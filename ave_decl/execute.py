@@ -74,7 +74,11 @@ def _verdicts(src: SourceFile, timeout: float) -> dict[str, tuple[str, str]]:
 
 
 def _gate(src: SourceFile, kernels: list[A.Kernel], unverified: bool, timeout: float) -> dict[str, str]:
-    if unverified:
+    if unverified:  # the verdict is ignored, never the front end's checks (names, ranks, arities, types)
+        from .pipeline import front_end
+
+        for e in front_end([src]).errors:
+            raise PipelineError(e)
         return {k.name: "unchecked" for k in kernels}
     verdicts = _verdicts(src, timeout)
     for k in kernels:

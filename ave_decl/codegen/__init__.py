@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from .abi import KernelSignature, TensorParam, signature
 from .backend import Artifact, Backend, CompiledKernel
-from .errors import CodegenError, NoDevice, ToolchainError
+from .errors import CodegenError, LaunchFailed, NoDevice, ToolchainError
 from .llvm import initialise, optimise
 from .lower import lower_kernel
 from .registry import get_backend, load_backends
 from .target import CodegenTarget, LoweredKernel
 
-__all__ = ["Artifact", "Backend", "CodegenError", "CodegenTarget", "CompiledKernel", "KernelSignature", "LoweredKernel",
-           "NoDevice", "TensorParam", "ToolchainError", "get_backend", "initialise", "load_backends", "lower_kernel",
+__all__ = ["Artifact", "Backend", "CodegenError", "CodegenTarget", "CompiledKernel", "KernelSignature", "LaunchFailed",
+           "LoweredKernel", "NoDevice", "TensorParam", "ToolchainError", "get_backend", "initialise", "load_backends", "lower_kernel",
            "optimise", "signature"]

@@ -24,3 +24,11 @@ class NoDevice(AveError):
 
     exit_code = ExitCode.USAGE
     kind = "device"
+
+
+class LaunchFailed(AveError):
+    """The device ran the kernel and reported a fault (an illegal address, a trap): exit 1, as a
+    runtime error of `ave simulate` is."""
+
+    exit_code = ExitCode.VIOLATION
+    kind = "launch"

@@ -19,12 +19,12 @@ from llvmlite import ir
 from .abi import KernelSignature, TensorParam
 from .dtypes import I8, I32, I64, STORAGE
 from .host import CTX, EXCHANGE_WORDS, PTR, host_machine, new_host_machine
-from .llvm import optimise
+from .llvm import for_range, optimise
 from .target import LoweredKernel
 
 BARRIER_BYTES = 128  # room for a pthread_barrier_t (32 bytes on glibc x86-64 and aarch64)
 ATTR_BYTES = 128  # room for a pthread_attr_t (56 / 64 bytes)
-STACK_BYTES = 1 << 20  # per GPU thread: register arrays live on the stack
+STACK_BYTES = 1 << 20  # per GPU thread, plus twice its register arrays (they live on the stack)
 LAUNCH = "__ave_launch"
 
 NP_STORAGE = {"bf16": np.uint16, "f16": np.uint16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
@@ -35,7 +35,7 @@ def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) ->
     return module.globals.get(name) or ir.Function(module, ir.FunctionType(ret, args), name=name)
 
 
-def add_launcher(module: ir.Module, sig: KernelSignature, kernel: ir.Function) -> None:
+def add_launcher(module: ir.Module, sig: KernelSignature, info: LoweredKernel, kernel: ir.Function) -> None:
     """`__ave_thread(ctx)` unpacks the argument block and calls the kernel; `__ave_launch(...)`
     runs the grid block by block."""
     params = [a.type for a in kernel.args[1:]]
@@ -65,7 +65,7 @@ def add_launcher(module: ir.Module, sig: KernelSignature, kernel: ir.Function) -
     argb, ctxs, threads, barriers, shared, shared_bytes, exchange, attr, gx, gy, gz = launch.args
     b = ir.IRBuilder(launch.append_basic_block("entry"))
     b.call(ainit, [attr])
-    b.call(astack, [attr, ir.Constant(I64, STACK_BYTES)])
+    b.call(astack, [attr, ir.Constant(I64, STACK_BYTES + 2 * info.local_bytes)])
     b.call(binit, [barriers, ir.Constant(PTR, None), ir.Constant(I32, T)])
     for w in range(W):
         members = min(G, T - w * G)
@@ -89,17 +89,7 @@ def add_launcher(module: ir.Module, sig: KernelSignature, kernel: ir.Function) -
 
     def each_thread(label: str, body) -> None:
         """for t in range(T): body(t) -- a loop, so the launcher's size does not grow with T."""
-        b.store(ir.Constant(I32, 0), tslot)
-        th, tb, td = (launch.append_basic_block(f"{label}.{x}") for x in ("head", "body", "done"))
-        b.branch(th)
-        b.position_at_end(th)
-        t = b.load(tslot)
-        b.cbranch(b.icmp_signed("<", t, ir.Constant(I32, T)), tb, td)
-        b.position_at_end(tb)
-        body(t)
-        b.store(b.add(t, ir.Constant(I32, 1)), tslot)
-        b.branch(th)
-        b.position_at_end(td)
+        for_range(b, tslot, ir.Constant(I32, T), body, label)
 
     def start(t: ir.Value) -> None:
         c = b.gep(ctxs, [t], source_etype=CTX)
@@ -174,7 +164,7 @@ class HostKernel:
 
 
 def jit(module_ir: ir.Module, sig: KernelSignature, info: LoweredKernel, kernel: ir.Function) -> HostKernel:
-    add_launcher(module_ir, sig, kernel)
+    add_launcher(module_ir, sig, info, kernel)
     mod = llvm.parse_assembly(str(module_ir))
     mod.verify()
     optimise(mod, host_machine())

@@ -33,3 +33,22 @@ def optimise(module: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> 
     pm = pb.getModulePassManager()
     pm.run(module, pb)
     return module
+
+
+def for_range(b, counter, count, body, label: str) -> None:
+    """Emit `for i in range(count): body(i)` at `b` (i32, a real loop), counting in the stack
+    slot `counter`; `b` ends positioned after the loop."""
+    from llvmlite import ir
+
+    i32 = ir.IntType(32)
+    b.store(ir.Constant(i32, 0), counter)
+    head, loop, done = (b.append_basic_block(f"{label}.{x}") for x in ("head", "body", "done"))
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.load(counter, typ=i32)
+    b.cbranch(b.icmp_signed("<", i, count), loop, done)
+    b.position_at_end(loop)
+    body(i)
+    b.store(b.add(i, ir.Constant(i32, 1)), counter)
+    b.branch(head)
+    b.position_at_end(done)

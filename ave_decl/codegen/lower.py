@@ -16,6 +16,7 @@ from ..lang.consts import const_int
 from . import kinds as K
 from .abi import KernelSignature, TensorParam, signature
 from .consts import single_assignments
+from .uniform import is_varying, varying_names
 from .dtypes import F32, I32, storage_type
 from .errors import CodegenError
 from .lower_exprs import ExprLowering
@@ -56,6 +57,8 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
         self.sig: KernelSignature = signature(kernel)
         self.kinds = K.infer(kernel, imports)
         self.defs = single_assignments(kernel.body)
+        self.varying = varying_names(kernel.body)
+        self.divergent: list[A.If] = []  # the enclosing `if`s whose condition may differ between threads
         self.module = ir.Module(name=kernel.name)
         self.module.triple = target.triple
         self.module.data_layout = target.data_layout
@@ -105,6 +108,13 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             lin = t if lin is None else self.b.add(self.b.mul(lin, ir.Constant(I32, self.sig.block[d])), t)
         return lin if lin is not None else ir.Constant(I32, 0)
 
+    def require_converged(self, what: str, e: A.Expr) -> None:
+        """Barriers and warp operations need every thread (lane) to reach them."""
+        if self.divergent:
+            line = self.divergent[-1].span.line
+            raise CodegenError(f"{what} inside the `if` of line {line}, whose condition may differ between threads: "
+                               f"undefined on a GPU (threads wait for threads that never arrive)", e.span)
+
     def require_group(self, size: int, e: A.Expr) -> None:
         if self.sig.group != size:
             raise CodegenError(f"this needs a {size}-lane warp/wave; the kernel declares {self.sig.group}", e.span)
@@ -144,6 +154,7 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
         if name in NO_CODE:
             return
         if name == "syncthreads":
+            self.require_converged("syncthreads()", e)
             return self.t.barrier(self.b)
         if name == "async_wait":
             return self.t.async_wait(self.b)
@@ -170,12 +181,20 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
         slot = self.env.get(name)
         if slot is None:
             kind = self.kinds.scalars.get(name, "float" if v.kind == "float" else "int")
-            slot = Var(self.ab.alloca(F32 if kind == "float" else I32, name=name), kind)
+            slot = self.new_var(name, kind)
             self.env[name] = slot
         if not isinstance(slot, Var):
             raise CodegenError(f"{name} cannot be reassigned here (it is a buffer, size or unrolled loop variable)",
                                target.span)
         self.b.store(self.coerce(v, slot.kind), slot.slot)
+
+    def new_var(self, name: str, kind: str) -> Var:
+        """A zero-initialised slot in the entry block: a variable first assigned in a branch is
+        never read undefined (the simulator, too, gives its threads a value)."""
+        ty = F32 if kind == "float" else I32
+        slot = self.ab.alloca(ty, name=name)
+        self.ab.store(ir.Constant(ty, 0.0 if kind == "float" else 0), slot)
+        return Var(slot, kind)
 
     def loop(self, s: A.For) -> None:
         it = s.iter
@@ -207,10 +226,15 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
         for v in values:
             self.env[s.var] = ConstInt(v)
             self.stmts(s.body)
-        if saved is not None:
-            self.env[s.var] = saved
-        elif values:
-            self.env[s.var] = ConstInt(values[-1])
+        self._restore(s.var, saved)
+
+    def _restore(self, name: str, saved: object) -> None:
+        """After a loop its variable's earlier binding is back (or none): a later `i = A[t]` gets
+        its own slot of its own kind, never the loop's integer one."""
+        if saved is None:
+            self.env.pop(name, None)
+        else:
+            self.env[name] = saved
 
     def real_loop(self, s: A.For, lo: ir.Value, hi: ir.Value, step: int) -> None:
         b = self.b
@@ -222,9 +246,8 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
         i = b.load(induction)
         b.cbranch(b.icmp_signed("<" if step > 0 else ">", i, hi), body, done)
         b.position_at_end(body)
-        var = self.env.get(s.var)
-        if not isinstance(var, Var):
-            var = Var(self.ab.alloca(I32, name=s.var), "int")
+        saved = self.env.get(s.var)
+        var = self.new_var(s.var, "int")
         self.env[s.var] = var
         b.store(b.load(induction), var.slot)
         self.stmts(s.body)
@@ -232,9 +255,13 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             self.b.store(self.b.add(self.b.load(induction), ir.Constant(I32, step)), induction)
             self.b.branch(head)
         self.b.position_at_end(done)
+        self._restore(s.var, saved)
 
     def branch(self, s: A.If) -> None:
         cond = self.as_bool(self.expr(s.cond))
+        varying = is_varying(s.cond, self.varying)
+        if varying:
+            self.divergent.append(s)
         b = self.b
         then, other, merge = (b.append_basic_block(x) for x in ("if.then", "if.else", "if.end"))
         b.cbranch(cond, then, other)
@@ -244,6 +271,8 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             if not self.b.block.is_terminated:
                 self.b.branch(merge)
         self.b.position_at_end(merge)
+        if varying:
+            self.divergent.pop()
 
     # -------------------------------------------------------------- calls
     def call(self, e: A.Call) -> Val:

@@ -147,15 +147,38 @@ class ExprLowering:
         if op == "/":
             return b.fdiv(x, y)
         if op in ("//", "%"):
-            q = self.intrinsic("llvm.floor.f32", F32, [b.fdiv(x, y)])
-            return q if op == "//" else b.fsub(x, b.fmul(q, y))
+            return self.float_divmod(op, x, y)
         raise CodegenError(f"`{op}` needs integer operands", e.span)
+
+    def float_divmod(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        """numpy's npy_divmod (what the simulator computes): the remainder from `frem`, moved to the
+        divisor's sign; the quotient (x - mod) / y, rounded to the nearest integer."""
+        b = self.b
+        zero, one = ir.Constant(F32, 0.0), ir.Constant(F32, 1.0)
+        mod = b.frem(x, y)
+        div = b.fdiv(b.fsub(x, mod), y)
+        adjust = b.and_(b.fcmp_unordered("!=", mod, zero),
+                        b.icmp_signed("!=", b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)))
+        mod = b.select(adjust, b.fadd(mod, y), mod)
+        if op == "%":
+            return b.select(b.fcmp_ordered("==", mod, zero), self.intrinsic("llvm.copysign.f32", F32, [zero, y]), mod)
+        div = b.select(adjust, b.fsub(div, one), div)
+        floor = self.intrinsic("llvm.floor.f32", F32, [div])
+        floor = b.select(b.fcmp_ordered(">", b.fsub(div, floor), ir.Constant(F32, 0.5)), b.fadd(floor, one), floor)
+        exact = self.intrinsic("llvm.copysign.f32", F32, [zero, b.fdiv(x, y)])
+        quotient = b.select(b.fcmp_unordered("!=", div, zero), floor, exact)
+        return b.select(b.fcmp_ordered("==", y, zero), b.fdiv(x, y), quotient)
 
     def int_op(self, op: str, x: ir.Value, y: ir.Value, e: A.Expr) -> ir.Value:
         b = self.b
-        simple = {"+": b.add, "-": b.sub, "*": b.mul, "^": b.xor, "&": b.and_, "|": b.or_, "<<": b.shl, ">>": b.ashr}
+        simple = {"+": b.add, "-": b.sub, "*": b.mul, "^": b.xor, "&": b.and_, "|": b.or_}
         if op in simple:
             return simple[op](x, y)
+        if op in ("<<", ">>"):  # counts outside [0, 31] are poison in LLVM: give the simulator's (XLA's) values
+            big = b.icmp_unsigned(">=", y, ir.Constant(I32, 32))
+            if op == "<<":
+                return b.select(big, ir.Constant(I32, 0), b.shl(x, y))
+            return b.ashr(x, b.select(big, ir.Constant(I32, 31), y))
         if op in ("//", "%"):
             return self.floor_divmod(op, x, y)
         raise CodegenError(f"`{op}` is not an integer operation", e.span)
@@ -175,13 +198,16 @@ class ExprLowering:
             if op == "//":
                 return b.sub(q, b.zext(neg, I32))
             return b.add(r, b.select(neg, y, zero))
+        # 0 and -1 never reach sdiv: x / 0 is undefined, and INT_MIN / -1 traps (SIGFPE on x86)
         is_zero = b.icmp_signed("==", y, zero)
-        safe = b.select(is_zero, ir.Constant(I32, 1), y)
+        minus_one = b.icmp_signed("==", y, ir.Constant(I32, -1))
+        safe = b.select(b.or_(is_zero, minus_one), ir.Constant(I32, 1), y)
         q, r = b.sdiv(x, safe), b.srem(x, safe)
         fix = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
                                                                   b.icmp_signed("<", safe, zero)))
         out = b.sub(q, b.zext(fix, I32)) if op == "//" else b.add(r, b.select(fix, safe, zero))
-        return b.select(is_zero, zero, out)
+        by_minus_one = b.neg(x) if op == "//" else zero  # wraps at INT_MIN, as two's complement does
+        return b.select(is_zero, zero, b.select(minus_one, by_minus_one, out))
 
     # ------------------------------------------------------------ intrinsics
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:

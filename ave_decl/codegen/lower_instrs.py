@@ -61,6 +61,7 @@ class InstrLowering:
     def mma(self, name: str, e: A.Call, s: A.Stmt) -> None:
         instr: Instruction = self.imports[e.func_name]  # type: ignore[attr-defined, assignment]
         self.require_group(instr.group_size, e)  # type: ignore[attr-defined]
+        self.require_converged(instr.name, e)  # type: ignore[attr-defined]
         if len(e.args) != 3:
             raise CodegenError(f"{instr.name}(a, b, c) takes three register arrays", e.span)
         a, bm, c = (self.register_array(x, w) for x, w in zip(e.args, ("A", "B", "C")))
@@ -76,6 +77,7 @@ class InstrLowering:
     def ldmatrix(self, name: str, e: A.Call, s: A.Stmt) -> None:
         lm: LoadMatrix = self.imports[e.func_name]  # type: ignore[attr-defined, assignment]
         self.require_group(32, e)  # type: ignore[attr-defined]
+        self.require_converged(lm.name, e)  # type: ignore[attr-defined]
         src = e.args[0] if len(e.args) == 1 else None
         if not isinstance(src, A.Subscript):
             raise CodegenError(f"{lm.name}(shared[row, col]) takes the address of one row", e.span)
@@ -121,6 +123,7 @@ class InstrLowering:
         if width > self.t.max_group:  # type: ignore[attr-defined]
             raise CodegenError(f"{self.t.name} shuffles lanes within {self.t.max_group}", e.span)  # type: ignore[attr-defined]
         self.require_group(self.sig.group, e)  # type: ignore[attr-defined]
+        self.require_converged(f"{e.func_name}()", e)  # type: ignore[attr-defined]
         v = self.as_float(self.expr(e.args[0]))  # type: ignore[attr-defined]
         mask = 1
         while mask < width:

@@ -11,10 +11,13 @@ from ..lang import ast as A
 from ..lang.consts import const_int
 from .dtypes import I32, I64, element_bytes, load_convert, storage_type, store_convert
 from .errors import CodegenError
+from .llvm import for_range
 from .values import ConstInt, GlobalTensor, LayoutConst, LocalArray, SharedArray, Val
 
-SHARED_ALIGN = 128  # bytes: every shared array starts on a 128-byte boundary (16 B suffices for cp.async)
+SHARED_ALIGN = 16  # bytes: what cp.async and ldmatrix need; more would push a kernel past the verified budget
 VECTOR_BYTES = (4, 8, 16)  # sizes of one asynchronous copy instruction
+UNROLLED_FILL = 64  # a `local(..., init=)` of more elements is filled by a loop
+MAX_LOCAL_BYTES = 512 * 1024  # local memory per thread on NVIDIA GPUs (CUDA's limit)
 
 
 class MemoryLowering:
@@ -73,7 +76,7 @@ class MemoryLowering:
                 offset = self.info.shared_bytes  # type: ignore[attr-defined]
                 cosize = self._cosize(layout, count, e)
                 self.info.shared_bytes = offset + -(-cosize * element_bytes(dtype) // SHARED_ALIGN) * SHARED_ALIGN  # type: ignore[attr-defined]
-                ptr = self.t.shared_array(self.b, self.module, name, elem, cosize, offset)  # type: ignore[attr-defined]
+                ptr = self.t.shared_array(self.ab, self.module, name, elem, cosize, offset)  # type: ignore[attr-defined]  (entry block: dominates every use)
                 arr = SharedArray(name, ptr, dtype, tuple(shape), layout)
                 if layout is not None:
                     arr.table = ExprTable()
@@ -83,6 +86,10 @@ class MemoryLowering:
             return
         arr = self.local_arrays.get(key)  # type: ignore[attr-defined]
         if arr is None:
+            self.info.local_bytes += count * element_bytes(dtype)  # type: ignore[attr-defined]
+            if self.info.local_bytes > MAX_LOCAL_BYTES:  # type: ignore[attr-defined]
+                raise CodegenError(f"register arrays of {self.info.local_bytes} bytes per thread: more than the "  # type: ignore[attr-defined]
+                                   f"{MAX_LOCAL_BYTES // 1024} KiB of local memory a GPU thread has", e.span)
             slot = self.ab.alloca(ir.ArrayType(elem, count), name=name)  # type: ignore[attr-defined]
             arr = LocalArray(name, slot, dtype, tuple(shape))
             self.local_arrays[key] = arr  # type: ignore[attr-defined]
@@ -90,9 +97,17 @@ class MemoryLowering:
         fill = self.expr(init) if init is not None else Val(ir.Constant(ir.FloatType(), 0.0), "float")  # type: ignore[attr-defined]
         raw = store_convert(self.b, self.as_float(fill) if dtype not in ("i8", "i32", "u32", "i64")  # type: ignore[attr-defined]
                             else self.as_int(fill), dtype)  # type: ignore[attr-defined]
-        for i in range(count):
-            self.b.store(raw, self.b.gep(arr.ptr, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
+        if count <= UNROLLED_FILL:  # small arrays: stores SROA turns into register moves
+            for i in range(count):
+                self.b.store(raw, self.b.gep(arr.ptr, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
+        else:
+            self._fill_loop(arr, raw, count)
         self.env[name] = arr  # type: ignore[attr-defined]
+
+    def _fill_loop(self, arr: LocalArray, raw: ir.Value, count: int) -> None:
+        b = self.b
+        for_range(b, self.ab.alloca(I32), ir.Constant(I32, count),  # type: ignore[attr-defined]
+                  lambda i: b.store(raw, b.gep(arr.ptr, [ir.Constant(I32, 0), i], inbounds=True)), f"{arr.name}.fill")
 
     @staticmethod
     def _cosize(layout, count: int, e: A.Expr) -> int:

@@ -18,6 +18,7 @@ class LoweredKernel:
 
     symbol: str
     shared_bytes: int = 0
+    local_bytes: int = 0  # register arrays per thread (the host sizes its thread stacks from it)
     threads: int = 0
     block: tuple[int, ...] = ()
     group: int = 0

@@ -57,6 +57,8 @@ def random_inputs(kernel: A.Kernel, sizes: dict[str, int], seed: int = 0,
             values = _index_values(spec, shape, sizes, rng)
             values = with_entries(values, (index_entries or {}).get(p.name, []),
                                   permutation=isinstance(spec, A.Name))
+        elif dt in ("i8", "i32", "u32", "i64"):  # integer data: small integers (the kernel stores integers)
+            values = np.round(values * 8).astype(np.float32)
         if dt in ROUND:
             values = narrow(values, dt)
         out[p.name] = values

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from ave_decl.codegen import CompiledKernel, NoDevice, TensorParam
+from ave_decl.codegen import CompiledKernel, LaunchFailed, NoDevice, TensorParam
 
 NP_STORAGE = {"bf16": np.uint16, "f16": np.uint16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
               "i32": np.int32, "u32": np.int32, "i64": np.int64}
@@ -27,10 +27,12 @@ def _driver():
     return driver
 
 
-def _check(result, what: str):
+def _check(result, what: str, fault: bool = False):
+    """The value of a driver call; its error as NoDevice (set-up) or LaunchFailed (the kernel ran and faulted)."""
     err, *rest = result if isinstance(result, tuple) else (result,)
     if int(err) != 0:
-        raise NoDevice(f"{what} failed: CUDA error {int(err)} ({getattr(err, 'name', err)})")
+        cls = LaunchFailed if fault else NoDevice
+        raise cls(f"{what} failed: CUDA error {int(err)} ({getattr(err, 'name', err)})")
     return rest[0] if len(rest) == 1 else rest
 
 
@@ -73,21 +75,23 @@ def _function(compiled: CompiledKernel):
     return compiled.handle[1]
 
 
-def _args(compiled: CompiledKernel, arrays: dict[str, np.ndarray], sizes: dict[str, int]):
+def _args(compiled: CompiledKernel, arrays: dict[str, np.ndarray], sizes: dict[str, int], host: dict, device: dict):
+    """Copy the tensors to the device (recording each allocation in `device` as it is made, so the
+    caller frees them whatever fails) and build cuLaunchKernel's (values, types)."""
     driver = _driver()
-    host, device, values, types = {}, {}, [], []
+    values, types = [], []
     for p in compiled.signature.params:
         if isinstance(p, TensorParam):
             arr = np.ascontiguousarray(arrays[p.name], dtype=NP_STORAGE[p.dtype])
             ptr = _check(driver.cuMemAlloc(max(1, arr.nbytes)), "cuMemAlloc")
-            _check(driver.cuMemcpyHtoD(ptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
             host[p.name], device[p.name] = arr, ptr
+            _check(driver.cuMemcpyHtoD(ptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
             values.append(ptr)
             types.append(None)
         else:
             values.append(int(sizes[p]))
             types.append(ctypes.c_int)
-    return host, device, (tuple(values), tuple(types))
+    return tuple(values), tuple(types)
 
 
 def _launch_once(compiled: CompiledKernel, fn, params, sizes: dict[str, int]) -> None:
@@ -107,10 +111,12 @@ def run_timed(compiled: CompiledKernel, arrays: dict[str, np.ndarray], sizes: di
     """Run once for the result, then `repeats` more times between CUDA events; (tensors, mean s)."""
     driver = _driver()
     fn = _function(compiled)
-    host, device, params = _args(compiled, arrays, sizes)
+    host: dict = {}
+    device: dict = {}
     try:
+        params = _args(compiled, arrays, sizes, host, device)
         _launch_once(compiled, fn, params, sizes)
-        _check(driver.cuCtxSynchronize(), "kernel execution")
+        _check(driver.cuCtxSynchronize(), "kernel execution", fault=True)
         seconds = None
         if repeats:
             start, stop = (_check(driver.cuEventCreate(0), "cuEventCreate") for _ in range(2))
@@ -119,7 +125,7 @@ def run_timed(compiled: CompiledKernel, arrays: dict[str, np.ndarray], sizes: di
             for _ in range(repeats):
                 _launch_once(compiled, fn, params, sizes)
             _check(driver.cuEventRecord(stop, 0), "cuEventRecord")
-            _check(driver.cuEventSynchronize(stop), "kernel execution")
+            _check(driver.cuEventSynchronize(stop), "kernel execution", fault=True)
             ms = _check(driver.cuEventElapsedTime(start, stop), "cuEventElapsedTime")
             seconds = float(ms) / 1000.0 / repeats if ms is not None else (time.perf_counter() - t0) / repeats
         result = {}

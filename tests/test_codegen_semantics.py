@@ -1,0 +1,49 @@
+"""Corner cases where the emitted code must compute what the simulator computes (tests/data/codegen/,
+from a review of the code generator): each kernel runs on both, every output compared exactly."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from codegen_support import run_on
+
+from ave_decl.codegen import CodegenError
+from ave_decl.lang.source import SourceFile
+from ave_decl.sim.run import simulate_source
+from conftest import DATA
+
+KERNELS = DATA / "codegen"
+
+
+@pytest.mark.parametrize("name, sizes", [
+    ("int_min_by_minus_one", {"n": 1}),  # INT_MIN // -1: a trap (SIGFPE) on x86 if it reached sdiv
+    ("wide_shifts", {}),  # counts >= 32 are poison in LLVM
+    ("loop_variable_reused_as_data", {"n": 5}),  # the loop's i32 slot must not truncate the later f32 i
+    ("unrolled_variable_reassigned", {}),
+    ("shared_inside_if", {"n": 5}),  # the array's pointer must dominate its uses
+    ("float_floor_divmod", {}),  # numpy's divmod: 1.0 // 0.1 == 9
+])
+def test_host_computes_what_the_simulator_computes(name, sizes):
+    path = KERNELS / f"{name}.ave"
+    (_, sim), = simulate_source(SourceFile(str(path), path.read_text()), sizes, shadow=False)
+    _, _, host = run_on("host", path, sizes)
+    for tensor, expected in sim.outputs.items():
+        assert np.array_equal(host[tensor], expected, equal_nan=True), (tensor, host[tensor], expected)
+
+
+def test_integer_input_tensors_hold_integers():
+    result, inputs, _ = run_on("host", KERNELS / "integer_input_tensor.ave", {})
+    assert np.array_equal(inputs["X"], np.round(inputs["X"])) and np.abs(inputs["X"]).max() >= 1
+    assert result["ok"] and result["max_abs"] == 0.0, result
+
+
+@pytest.mark.parametrize("name, what", [("divergent_barrier", "syncthreads()"), ("divergent_lane_max", "lane_max()")])
+def test_a_barrier_or_warp_operation_under_a_divergent_if_is_refused(name, what):
+    with pytest.raises(CodegenError) as err:
+        run_on("host", KERNELS / f"{name}.ave", {})
+    assert err.value.message.startswith(f"{what} inside the `if` of line") and err.value.span is not None
+
+
+def test_emit_to_a_directory_is_a_one_line_usage_error(ave, tmp_path):
+    r = ave("emit", KERNELS / "wide_shifts.ave", "--target", "host", "--unverified", "-o", tmp_path)
+    assert r.code == 2 and r.err.strip() == f"error: cannot write {tmp_path}: Is a directory"
+    assert list(tmp_path.iterdir()) == []
