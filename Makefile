@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench clean lint-rules
+.PHONY: demo test test-slow install bench clean lint-rules
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ export DEMO_JSON
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Tests marked slow (each over a minute on 2 cores: the verification of examples/speed/).
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow
 
 bench: $(STAMP)
 	$(BIN)/python bench/check.py
