@@ -1,4 +1,4 @@
-"""The make-test slice of the mutation benchmark (bench/mutants.py --fast) and the memory-discipline
+"""The `make test-slow` slice of the mutation benchmark (bench/mutants.py --fast) and the memory-discipline
 invariants on the shipped workloads. The full run is documented in docs/mutation-benchmark.md."""
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def _bench():
     return mod
 
 
+@pytest.mark.slow  # ~95 s on 2 cores: `make test-slow` (the property tests of test_fuzzing.py cover mutants in `make test`)
 def test_fast_mutation_slice_is_sound_and_confirmed():
     result = _bench().run(fast=True)
     s = result["summary"]

@@ -33,8 +33,8 @@ def test_fuzz_finds_and_shrinks_the_broken_transformation(tmp_path, ave):
 
 
 def test_fuzz_finds_nothing_in_the_correct_transformation(tmp_path, ave):
-    r = ave("fuzz", "--transform", f"{TRANSFORMS}:correct", "--examples", "3", "--out", tmp_path / "none")
-    assert r.code == 0 and r.out.startswith("ok: no failure in 3 kernels")
+    r = ave("fuzz", "--transform", f"{TRANSFORMS}:correct", "--examples", "2", "--out", tmp_path / "none")
+    assert r.code == 0 and r.out.startswith("ok: no failure in 2 kernels")
     assert not (tmp_path / "none").exists()
 
 
