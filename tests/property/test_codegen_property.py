@@ -37,7 +37,7 @@ def host_ok(text: str, sizes: dict[str, int]) -> tuple[bool, dict]:
     return bool(result["ok"]), result
 
 
-@settings(max_examples=examples(2), deadline=None)
+@settings(max_examples=examples(1), deadline=None)
 @given(case=NVIDIA)
 def test_nvidia_kernels_that_verify_run_correctly_on_the_host(case):
     report = ave_decl.check(case.text, path="fuzz.ave", violation_sets=False)

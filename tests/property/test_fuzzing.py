@@ -33,8 +33,8 @@ def test_fuzz_finds_and_shrinks_the_broken_transformation(tmp_path, ave):
 
 
 def test_fuzz_finds_nothing_in_the_correct_transformation(tmp_path, ave):
-    r = ave("fuzz", "--transform", f"{TRANSFORMS}:correct", "--examples", "2", "--out", tmp_path / "none")
-    assert r.code == 0 and r.out.startswith("ok: no failure in 2 kernels")
+    r = ave("fuzz", "--transform", f"{TRANSFORMS}:correct", "--examples", "1", "--out", tmp_path / "none")
+    assert r.code == 0 and r.out.startswith("ok: no failure in 1 kernels")
     assert not (tmp_path / "none").exists()
 
 
@@ -155,7 +155,7 @@ def test_every_counterexample_of_generated_mutants_replays(case, data):
                                                             f.replay)
 
 
-@settings(max_examples=examples(2), deadline=None)
+@settings(max_examples=examples(1), deadline=None)  # ~18 s per example on 2 cores; the long profile draws 60
 @given(attention_kernels(), st.data())
 def test_generated_attention_kernels_and_mutants_agree_with_the_simulator(case, data):
     """The attention family (row statistics, head mapping, P through shared memory), as drawn or
