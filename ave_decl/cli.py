@@ -243,9 +243,7 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n")
-    tmp.replace(path)
+    _atomic_write_bytes(path, (text + "\n").encode())
 
 
 _SIZE_VALUE = re.compile(r"-?[0-9]{1,30}")

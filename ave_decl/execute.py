@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from .codegen import Backend, CompiledKernel, get_backend
+from .codegen.dtypes import NUMPY_STORAGE
 from .lang import ast as A
 from .lang.consts import const_int
 from .lang.errors import AveError, ExitCode, FrontEndError, UsageError
@@ -125,9 +126,7 @@ def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
         return values.astype(ml_dtypes.bfloat16).view(np.uint16)
     if dtype == "f16":
         return values.astype(np.float16).view(np.uint16)
-    if dtype in ("i8", "i32", "u32", "i64"):
-        return values.astype({"i8": np.int8, "i64": np.int64}.get(dtype, np.int32))
-    return values.astype(np.float64 if dtype == "f64" else np.float32)
+    return values.astype(NUMPY_STORAGE[dtype])
 
 
 def from_storage(values: np.ndarray, dtype: str) -> np.ndarray:

@@ -6,6 +6,7 @@ out in IR (bf16 <-> f32 round-to-nearest-even, NaN kept quiet), identical on eve
 """
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 
 from ..hw.dtypes import DTYPE_BYTES
@@ -17,6 +18,10 @@ F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 
 STORAGE = {"bf16": I16, "f16": I16, "f32": F32, "f64": F64, "i8": I8, "i32": I32, "u32": I32, "i64": I64}
 INTEGER = {"i8", "i32", "u32", "i64"}
+# The numpy type of each element type's stored bits (bf16/f16 as their 16-bit patterns): what a
+# launcher copies to the kernel and back.
+NUMPY_STORAGE = {"bf16": np.uint16, "f16": np.uint16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
+                 "i32": np.int32, "u32": np.int32, "i64": np.int64}
 
 
 def storage_type(dtype: str, span: Span | None = None) -> ir.Type:

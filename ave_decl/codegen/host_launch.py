@@ -17,7 +17,7 @@ import numpy as np
 from llvmlite import ir
 
 from .abi import KernelSignature, TensorParam
-from .dtypes import I8, I32, I64, STORAGE
+from .dtypes import I8, I32, I64, NUMPY_STORAGE
 from .host import CTX, EXCHANGE_WORDS, PTR, host_machine, new_host_machine
 from .llvm import for_range, optimise
 from .target import LoweredKernel
@@ -27,8 +27,6 @@ ATTR_BYTES = 128  # room for a pthread_attr_t (56 / 64 bytes)
 STACK_BYTES = 1 << 20  # per GPU thread, plus twice its register arrays (they live on the stack)
 LAUNCH = "__ave_launch"
 
-NP_STORAGE = {"bf16": np.uint16, "f16": np.uint16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
-              "i32": np.int32, "u32": np.int32, "i64": np.int64}
 
 
 def _declare(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -139,7 +137,7 @@ class HostKernel:
         slots = np.zeros(max(1, len(self.sig.params)), np.int64)
         for i, p in enumerate(self.sig.params):
             if isinstance(p, TensorParam):
-                arr = np.ascontiguousarray(arrays[p.name], dtype=NP_STORAGE[p.dtype]).copy()
+                arr = np.ascontiguousarray(arrays[p.name], dtype=NUMPY_STORAGE[p.dtype]).copy()
                 if arr.shape != p.shape(sizes):
                     raise ValueError(f"{p.name} has shape {arr.shape}, the kernel expects {p.shape(sizes)}")
                 bufs[p.name] = arr
@@ -173,4 +171,4 @@ def jit(module_ir: ir.Module, sig: KernelSignature, info: LoweredKernel, kernel:
     return HostKernel(sig, info, engine, mod)
 
 
-__all__ = ["HostKernel", "jit", "add_launcher", "NP_STORAGE", "STORAGE"]
+__all__ = ["HostKernel", "jit", "add_launcher"]

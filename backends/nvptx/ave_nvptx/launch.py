@@ -13,9 +13,8 @@ import time
 import numpy as np
 
 from ave_decl.codegen import CompiledKernel, LaunchFailed, NoDevice, TensorParam
+from ave_decl.codegen.dtypes import NUMPY_STORAGE
 
-NP_STORAGE = {"bf16": np.uint16, "f16": np.uint16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
-              "i32": np.int32, "u32": np.int32, "i64": np.int64}
 _STATE: dict[str, object] = {}
 
 
@@ -82,7 +81,7 @@ def _args(compiled: CompiledKernel, arrays: dict[str, np.ndarray], sizes: dict[s
     values, types = [], []
     for p in compiled.signature.params:
         if isinstance(p, TensorParam):
-            arr = np.ascontiguousarray(arrays[p.name], dtype=NP_STORAGE[p.dtype])
+            arr = np.ascontiguousarray(arrays[p.name], dtype=NUMPY_STORAGE[p.dtype])
             ptr = _check(driver.cuMemAlloc(max(1, arr.nbytes)), "cuMemAlloc")
             host[p.name], device[p.name] = arr, ptr
             _check(driver.cuMemcpyHtoD(ptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
