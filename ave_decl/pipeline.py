@@ -158,7 +158,9 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
 
 
 def confirm_findings(kf: KernelFacts, findings) -> None:
-    """Replay every counterexample in the simulator (`--confirm`)."""
+    """Replay every counterexample in the simulator (`--confirm`). A violation whose counterexample
+    the simulator does not reproduce is not a confirmed violation: it becomes UNKNOWN for its
+    obligation, with the replay's reason, and keeps its counterexample for inspection."""
     from dataclasses import asdict
 
     from .sim.replay import replay
@@ -170,6 +172,10 @@ def confirm_findings(kf: KernelFacts, findings) -> None:
             f.replay = asdict(replay(kf.source, kf.name, f))
         except Exception as exc:  # noqa: BLE001 - a replay failure is reported, never fatal
             f.replay = {"confirmed": False, "detail": f"replay failed: {type(exc).__name__}: {exc}", "observed": {}}
+        if f.verdict == Verdict.VIOLATION and not f.replay["confirmed"]:
+            f.verdict = Verdict.UNKNOWN
+            f.reason = f"the simulator did not reproduce the counterexample: {f.replay['detail']}"
+            f.message = f"not confirmed (the simulator did not reproduce the counterexample): {f.message}"
 
 
 def split_by_kernel(derived: dict[str, list[tuple]]) -> dict[int, dict[str, list[tuple]]]:

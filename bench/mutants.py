@@ -1,7 +1,7 @@
 """Mutation benchmark: is the verifier sound and useful on realistic bugs?
 
-For every correct workload in examples/ (files that say "Expected: VERIFIED") and every mutant
-that `ave_decl.testing.mutate` makes of it:
+For every correct workload in examples/, examples/tails/ and examples/pipelines/ (files that say
+"Expected: VERIFIED") and every mutant that `ave_decl.testing.mutate` makes of it:
   * ground truth from the simulator at small sizes (all blocks): output differs from the numpy
     reference, a shadow-tag check fails, a race or an in-flight async read is seen, an output
     element is not written exactly once, or an access is out of bounds;
@@ -11,7 +11,7 @@ Summary: unsound VERIFIED (ground truth bad, verdict VERIFIED), false alarms on 
 share of output-changing mutants flagged VIOLATION with a confirmed counterexample, median and
 p95 check time.
 
-    python bench/mutants.py [--json FILE] [--fast]
+    python bench/mutants.py [--json FILE] [--fast] [--markdown] [--only WORKLOAD...] [--operators OP...]
 
 `--fast` (used by `make test` through tests/test_mutants.py) takes one workload and three
 operators. Figures: docs/mutation-benchmark.md.
@@ -39,12 +39,18 @@ from ave_decl.testing.mutate import OPERATORS, mutants  # noqa: E402
 
 SIZES = {"M": 128, "N": 64, "K": 192}  # the GEMMs
 WORKLOAD_SIZES = {"flash_attention_gqa": {"H": 8, "HKV": 2, "S": 64},
-                  "fused_moe": {"T": 64, "E": 3, "EM": 128, "EB": 4, "N": 64}}
+                  "fused_moe": {"T": 64, "E": 3, "EM": 128, "EB": 4, "N": 64},
+                  # tails in every dimension (one block, two K tiles), so masks matter
+                  "gemm_tail": {"M": 40, "N": 50, "K": 72}}
 FAST = ("gemm_lds_mfma.ave", ("transpose_shared_read", "drop_barrier", "wrong_accumulator_output"))
 
 
-def workloads(fast: bool) -> list[Path]:
-    files = sorted(p for p in (ROOT / "examples").glob("*.ave") if "Expected: VERIFIED" in p.read_text())
+def workloads(fast: bool, only: list[str] | None = None) -> list[Path]:
+    patterns = ("*.ave", "tails/*.ave", "pipelines/*.ave")
+    found = (p for pattern in patterns for p in (ROOT / "examples").glob(pattern))
+    files = sorted(p for p in found if "Expected: VERIFIED" in p.read_text())
+    if only:
+        files = [p for p in files if p.stem in only or p.name in only]
     return [p for p in files if p.name == FAST[0]] if fast else files
 
 
@@ -78,24 +84,31 @@ def static(path: str, text: str) -> dict:
     confirmed = [f for f in errors if f.replay and f.replay["confirmed"]]
     unconfirmed = [f"{f.invariant}: {f.replay['detail'] if f.replay else 'no counterexample'}"
                    for f in errors if not (f.replay and f.replay["confirmed"])]
-    return {"verdict": k.verdict.value, "check_s": seconds, "confirmed": bool(confirmed),
+    # --confirm turns a violation the simulator does not reproduce into UNKNOWN: count those downgrades
+    unconfirmed += [f"{f.invariant}: {f.replay['detail']}" for f in k.findings
+                    if f.counts and f.verdict == Verdict.UNKNOWN and f.replay and not f.replay["confirmed"]]
+    # does a finding's fix_hint range hold the mutated line (an omission: a dropped barrier/wait/mask)?
+    hints = [f.fix_hint for f in errors if f.fix_hint]
+    return {"verdict": k.verdict.value, "check_s": seconds, "confirmed": bool(confirmed), "hints": hints,
             "invariants": sorted({f.invariant for f in errors}), "unconfirmed": unconfirmed,
             "unknown": [f"{f.invariant}: {f.reason}" for f in k.findings if f.verdict == Verdict.UNKNOWN and f.counts]}
 
 
-def run(fast: bool) -> dict:
+def run(fast: bool, only: list[str] | None = None, operators: list[str] | None = None) -> dict:
     cases = []
-    for wl in workloads(fast):
+    for wl in workloads(fast, only):
         text = wl.read_text()
         rel = str(wl.relative_to(ROOT))
         base = {"workload": wl.name, "mutant": None, "line": None, **static(rel, text)}
+        base.pop("hints")
         base["truth"] = ground_truth(rel, text)
         base["sizes"] = WORKLOAD_SIZES.get(wl.stem, SIZES)
         cases.append(base)
-        ops = list(FAST[1]) if fast else list(OPERATORS)
+        ops = list(FAST[1]) if fast else (operators or list(OPERATORS))
         for m in mutants(text, ops, first_only=False):
             row = {"workload": wl.name, "mutant": m.operator, "line": m.line, "description": m.description}
             row.update(static(f"{rel}~{m.operator}@{m.line}", m.text))
+            row["hint_covers_line"] = any(_covers(h, m.line) for h in row.pop("hints"))
             row["truth"] = ground_truth(f"{rel}~", m.text)
             cases.append(row)
             print(f"{wl.name:24} {m.operator:26} line {m.line:3}  truth={'BAD' if row['truth']['bad'] else 'ok':3} "
@@ -104,9 +117,18 @@ def run(fast: bool) -> dict:
     return {"summary": summarize(cases), "cases": cases, "sizes": {"gemm": SIZES, **WORKLOAD_SIZES}}
 
 
+def _covers(hint: dict, line: int) -> bool:
+    ranges = [hint] + ([hint["alternative"]] if "alternative" in hint else [])
+    return any(r["start_line"] <= line <= r["end_line"] for r in ranges)
+
+
+OMISSIONS = ("drop_barrier", "drop_async_wait", "drop_mask")  # the hint range must hold the dropped line
+
+
 def summarize(cases: list[dict]) -> dict:
     correct = [c for c in cases if c["mutant"] is None]
     muts = [c for c in cases if c["mutant"] is not None]
+    omitted = [c for c in muts if c["mutant"] in OMISSIONS and c["verdict"] == "VIOLATION"]
     changing = [c for c in muts if c["truth"]["output_wrong"]]
     flagged = [c for c in changing if c["verdict"] == "VIOLATION" and c["confirmed"]]
     times = sorted(c["check_s"] for c in cases)
@@ -119,6 +141,8 @@ def summarize(cases: list[dict]) -> dict:
         "flagged_confirmed_share": (len(flagged) / len(changing)) if changing else 1.0,
         "flagged_any": sum(1 for c in muts if c["verdict"] == "VIOLATION"),
         "unconfirmed_counterexamples": sum(len(c["unconfirmed"]) for c in cases),
+        # flagged omissions whose fix hint names a range holding the dropped line
+        "omission_hints": f"{sum(1 for c in omitted if c.get('hint_covers_line'))} of {len(omitted)}",
         "median_check_s": statistics.median(times) if times else 0.0, "p95_check_s": p95,
     }
 
@@ -140,8 +164,10 @@ def main() -> int:
     ap.add_argument("--json", metavar="FILE", help="write the summary and every case as JSON")
     ap.add_argument("--fast", action="store_true", help="one workload, three operators (the make-test slice)")
     ap.add_argument("--markdown", action="store_true", help="print the per-case table as Markdown")
+    ap.add_argument("--only", nargs="+", metavar="WORKLOAD", help="these workloads only (file stems)")
+    ap.add_argument("--operators", nargs="+", metavar="OP", choices=sorted(OPERATORS), help="these operators only")
     args = ap.parse_args()
-    result = run(args.fast)
+    result = run(args.fast, args.only, args.operators)
     if args.json:
         tmp = Path(args.json + ".tmp")
         tmp.write_text(json.dumps(result, indent=2))

@@ -33,7 +33,7 @@ from ..version import __version__
 from .decode import BadEntry, decode_file_result
 from .discover import read_regular
 
-FORMAT = "ave-audit-cache/2"
+FORMAT = "ave-audit-cache/3"  # 3: findings carry fix_hint
 MAX_ENTRY_BYTES = 64 * 1024 * 1024  # far above any real entry; a bigger file is not read
 
 FileResult = tuple[list[KernelReport], list[ErrorReport]]

@@ -27,7 +27,7 @@ from .values import ConstInt, GlobalTensor, LayoutConst, Val, Var
 
 UNROLL_TRIPS = 64  # a constant loop of at most this many iterations is unrolled...
 UNROLL_STATEMENTS = 4096  # ...unless the unrolled body would exceed this many statements
-NO_CODE = {"assume", "tag", "reset_tags", "assert_tag", "assert_tag_eq"}
+NO_CODE = {"assume", "tag", "reset_tags", "assert_tag", "assert_tag_eq", "assert_mask"}
 
 
 def _size(stmts: tuple[A.Stmt, ...]) -> int:
@@ -157,7 +157,11 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             self.require_converged("syncthreads()", e)
             return self.t.barrier(self.b)
         if name == "async_wait":
+            if e.args:  # type: ignore[union-attr]
+                return self.t.async_wait_group(self.b, const_int(e.args[0], {}) or 0)  # type: ignore[union-attr]
             return self.t.async_wait(self.b)
+        if name == "async_commit":
+            return self.t.async_commit(self.b)
         if name == "async_copy":
             return self.async_copy(e)  # type: ignore[arg-type]
         raise CodegenError("this statement has no effect the code generator knows", e.span)

@@ -87,5 +87,13 @@ class CodegenTarget:
     def async_wait(self, b: ir.IRBuilder) -> None:
         """Wait for this thread's asynchronous copies."""
 
+    def async_commit(self, b: ir.IRBuilder) -> None:
+        """Close this thread's current group of asynchronous copies (cp.async.commit_group)."""
+
+    def async_wait_group(self, b: ir.IRBuilder, n: int) -> None:
+        """Wait until at most the `n` most recent committed groups are pending. Waiting for every
+        copy is a valid refinement, and what a target without copy groups does."""
+        self.async_wait(b)
+
     def finish(self, module: ir.Module, fn: ir.Function, info: LoweredKernel) -> None:
         """Target metadata (kernel annotations, launch bounds)."""

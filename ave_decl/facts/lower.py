@@ -68,6 +68,7 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.next_stmt = 1
         self.next_access = 0
         self.next_value = 0
+        self.zero_values: set[int] = set()  # values known to be zero (`value_zero`)
         self.loop_stack: list[int] = []
         self.guards: list[tuple[int, int]] = []
         self.scope_stack: list[int] = [0]
@@ -111,7 +112,15 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         """An integer used as data: an `index` value, with the expression it was computed from."""
         vid = self._value("index")
         self.facts.add("value_expr", vid, eid)
+        node = self.t.nodes[eid]
+        if node.op == "const" and node.value == 0:
+            self.mark_zero(vid)
         return vid
+
+    def mark_zero(self, vid: int) -> None:
+        """A value known to be zero: a literal 0, or -x / cast(x) of one (docs/language.md, Zero tags)."""
+        self.zero_values.add(vid)
+        self.facts.add("value_zero", vid)
 
     def _access(self, buf: Buffer, kind: str, coords: tuple[int, ...], addr: int) -> int:
         aid = self.next_access

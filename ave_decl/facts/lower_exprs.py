@@ -81,7 +81,10 @@ class ExpressionLowering:
                     raise self.err(f"integer literal {e.value} does not fit in 32 bits", e)
                 return IVal(self.t.const(e.value))
             if isinstance(e, A.Float):
-                return DVal(self._value("const"), "f32")
+                vid = self._value("const")
+                if e.value == 0.0:  # a known zero (padding): docs/language.md, Zero tags
+                    self.mark_zero(vid)
+                return DVal(vid, "f32")
             if isinstance(e, A.Str):
                 raise self.err("a string is only allowed as the name argument of tag(...)", e)
             if isinstance(e, A.BinOp):
@@ -89,7 +92,10 @@ class ExpressionLowering:
             if isinstance(e, A.UnaryOp):
                 v = self.eval(e.operand)
                 if isinstance(v, DVal):
-                    return DVal(self._value("elementwise", (v.vid,), op=DATA_UNARY_OPS.get(e.op, e.op)), v.dtype)
+                    out = DVal(self._value("elementwise", (v.vid,), op=DATA_UNARY_OPS.get(e.op, e.op)), v.dtype)
+                    if v.vid in self.zero_values and e.op in "+-":
+                        self.mark_zero(out.vid)
+                    return out
                 if e.op == "+":
                     return v if isinstance(v, IVal) else self._type_error(e, v)
                 if not isinstance(v, (IVal, BVal)):
@@ -114,7 +120,7 @@ class ExpressionLowering:
             if isinstance(e, A.Lambda):
                 raise self.err("a lambda is only allowed as an argument of tag(...) or assert_tag(...)", e)
             if isinstance(e, A.IfExp):
-                raise self.err("conditional expressions (x if c else y) are not supported; use select(c, x, y)", e)
+                raise self.err("conditional expressions (x if c else y) are not supported: use load(A[i], mask=c, other=y) for a masked load, or select(c, x, y)", e)
             if isinstance(e, A.Attribute):
                 raise self.err("attribute access is not part of the language", e)
             raise self.err("unsupported expression", e)
@@ -217,7 +223,10 @@ class ExpressionLowering:
             args = [self.eval(a) for a in e.args if not (name == "cast" and isinstance(a, A.Name) and a.id in DTYPES)]
             if name == "cast":
                 self._arity(e, 2, 2)
-            return self._elementwise(e, args)
+            out = self._elementwise(e, args)
+            if name == "cast" and isinstance(args[0], DVal) and args[0].vid in self.zero_values:
+                self.mark_zero(out.vid)
+            return out
         if name in ("row_major", "col_major"):
             dims = tuple(self.const_int(a, "layout extent") for a in e.args)
             if not dims:

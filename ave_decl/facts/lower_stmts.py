@@ -8,6 +8,8 @@ from ..lang import ast as A
 from ..lang.resolve import BUILTINS, free_names
 from .values import Binding, Buffer, BVal, Conditional, DVal, InstrVal, IVal, LayoutVal, LoopLocal, const_size, describe
 
+MAX_WAIT_GROUPS = 7  # copy groups a thread may leave in flight (the rules count commits up to n + 1)
+
 
 def _symbol_words(names: set[str]) -> str:
     """The source names of expression symbols (for messages)."""
@@ -138,9 +140,20 @@ class StatementLowering:
             sid = self._node("barrier", s.span)
             self.facts.add("barrier", sid)
         elif name == "async_wait":
-            self._arity(e, 0, 0)
+            self._arity(e, 0, 1)
             sid = self._node("async_wait", s.span)
-            self.facts.add("async_wait", sid)
+            if e.args:  # wait_group n: all but the n most recent committed groups have landed
+                n = self.const_int(e.args[0], "the number of copy groups async_wait(n) leaves in flight")
+                if not 0 <= n <= MAX_WAIT_GROUPS:
+                    raise self.err(f"async_wait(n) needs 0 <= n <= {MAX_WAIT_GROUPS} (PTX cp.async.wait_group)",
+                                   e.args[0])
+                self.facts.add("async_wait_group", sid, n)
+            else:
+                self.facts.add("async_wait", sid)
+        elif name == "async_commit":
+            self._arity(e, 0, 0)
+            sid = self._node("async_commit", s.span)
+            self.facts.add("async_commit", sid)
         elif name == "async_copy":
             self._async_copy(e, s)
         elif name == "assume":
@@ -160,6 +173,8 @@ class StatementLowering:
             self._tag(e, s)
         elif name in ("assert_tag_eq", "assert_tag"):
             self._assert(e, s)
+        elif name == "assert_mask":
+            self._assert_mask(e, s)
         elif name == "reset_tags":
             self._arity(e, 1, 1)
             buf = self._buffer_arg(e.args[0], "reset_tags")
@@ -258,6 +273,22 @@ class StatementLowering:
         body = self._relation(lam.body)
         self.env = saved
         self.facts.add("assert_rel", sid, lv.vid, rv.vid, body)
+
+    def _assert_mask(self, e: A.Call, s: A.Stmt) -> None:
+        """`assert_mask(x, lambda t: ...)`: wherever x holds a tagged element that came through the
+        tagged branch of every select on its way (it was not masked off), the predicate holds."""
+        self._arity(e, 2, 2)
+        sid = self._node("assert", s.span)
+        v, _buf = self._operand(e.args[0], "assert_mask operand")
+        lam = e.args[1]
+        if not isinstance(lam, A.Lambda) or len(lam.params) != 1:
+            raise self.err("assert_mask(x, lambda t: ...) needs a one-parameter lambda", lam)
+        saved = dict(self.env)
+        self._tag_params = {lam.params[0]: "lhs"}
+        self.env.pop(lam.params[0], None)
+        body = self._relation(lam.body)
+        self.env = saved
+        self.facts.add("assert_mask", sid, v.vid, body)
 
     def _relation(self, e: A.Expr) -> int:
         """The body of an assert_tag lambda: tx[i] / ty[i] become lhs:i / rhs:i symbols."""

@@ -50,6 +50,7 @@ class KernelView:
     assumptions: list[int] = field(default_factory=list)
     mma: dict[int, tuple[str, int, int, int, int]] = field(default_factory=dict)
     assert_rel: dict[int, int] = field(default_factory=dict)
+    assert_mask: dict[int, int] = field(default_factory=dict)  # site -> predicate over lhs:i
     index_values: dict[str, tuple[int, int, bool]] = field(default_factory=dict)  # index tensor -> (lo, hi, inj)
     slot_range: dict[int, int] = field(default_factory=dict)  # stmt -> n: its accesses read per slot in [0, n)
 
@@ -98,6 +99,8 @@ class KernelView:
             v.mma[s] = (instr, va, vb, vc, d)
         for _, s, _l, _r, rel in kf.relation("assert_rel"):
             v.assert_rel[s] = rel
+        for _, s, _v, rel in kf.relation("assert_mask"):
+            v.assert_mask[s] = rel
         v.slot_range = {s: n for _, s, n in kf.relation("slot_range")}
         for _, b, lo, hi, inj in kf.relation("index_values"):
             v.index_values[b] = (lo, hi, bool(inj))

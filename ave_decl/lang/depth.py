@@ -17,7 +17,7 @@ from .source import Span
 MAX_NESTING = 100
 
 
-def _children(node) -> list:
+def children(node) -> list:
     """The AST nodes directly below `node`, in source order."""
     out: list = []
     for name in node.__dataclass_fields__:
@@ -49,7 +49,7 @@ def deepest(module: A.Module, limit: int | None = None) -> tuple[int, Span | Non
                 best, where = depth, span if span is not None and span.line > 0 else where
             if limit is not None and depth > limit:
                 return depth, span if span is not None and span.line > 0 else where
-            stack.extend((c, depth + 1) for c in reversed(_children(node)))
+            stack.extend((c, depth + 1) for c in reversed(children(node)))
     return best, where
 
 

@@ -13,6 +13,7 @@ from . import ast as A
 from .depth import check_nesting
 from .errors import FrontEndError
 from .lark_spans import SpanTransformer
+from .masked import desugar_masked
 from .resources import grammar_path
 from .source import MAX_SOURCE_BYTES, SourceFile, Span, quote
 
@@ -397,7 +398,7 @@ def parse_source(src: SourceFile) -> A.Module:
             raise exc.orig_exc from None
         raise
     check_nesting(module)
-    return module
+    return desugar_masked(module)
 
 
 def _guess_line(src: SourceFile, exc: Exception) -> int:

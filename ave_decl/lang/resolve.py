@@ -9,9 +9,9 @@ ELEMENTWISE = {"exp2", "exp", "abs", "sqrt", "rsqrt", "cast", "select", "fmax", 
 
 
 BUILTINS = {
-    "assume", "tag", "assert_tag_eq", "assert_tag", "reset_tags", "syncthreads", "thread_id", "block_id",
+    "assume", "tag", "assert_tag_eq", "assert_tag", "assert_mask", "reset_tags", "syncthreads", "thread_id", "block_id",
     "lane_id", "wave_id", "warp_id", "shared", "local", "row_major", "col_major", "layout", "swizzle", "range",
-    "min", "max", "async_copy", "async_wait", "lane_max", "lane_sum", *ELEMENTWISE,
+    "min", "max", "async_copy", "async_wait", "async_commit", "lane_max", "lane_sum", *ELEMENTWISE,
 }
 
 

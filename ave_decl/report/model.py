@@ -95,6 +95,8 @@ class Finding:
     baseline_state: str | None = None  # with --baseline: "new" | "unchanged"
     fingerprint: str = ""  # stable across moved lines (rule, kernel, text of the site line)
     violation_set: dict | None = None  # exact violating points on the reported path (violation_set.py)
+    # where the missing statement goes: {"message", "file", "start_line", "end_line"[, "alternative"]}
+    fix_hint: dict | None = None
 
     @property
     def counts(self) -> bool:

@@ -70,8 +70,10 @@ def _finding(f: Finding, cache: _Sources) -> list[str]:
         if f.violation_set is not None:
             lines.append(f"  = violating: {f.violation_set['description']}")
         if f.replay is not None:
-            verdict = "confirmed by replay" if f.replay["confirmed"] else "NOT confirmed by replay"
+            verdict = "confirmed by replay" if f.replay["confirmed"] else "NOT confirmed by replay (so UNKNOWN)"
             lines.append(f"  = {verdict}: {f.replay['detail']}")
+        if f.fix_hint is not None:
+            lines.append(f"  = help: {f.fix_hint['message']}")
         lines.extend(_chain(f.counterexample.lhs, cache))
         lines.extend(_chain(f.counterexample.rhs, cache))
     elif f.reason and f.reason not in f.message:

@@ -26,7 +26,22 @@ from .limits import check_memory, check_size_values
 from .memory import MemoryModel
 from .race_detector import RaceDetector
 from .shadow import ShadowChecks
-from .state import ITYPE, LMAX, ROUND, Buf, Data, Failure, SimResult, SimulationError, elements, narrow, slot_maps
+from .state import (
+    ITYPE,
+    LMAX,
+    ROUND,
+    ZERO_MARK,
+    Buf,
+    Data,
+    Failure,
+    SimResult,
+    SimulationError,
+    elements,
+    is_zero,
+    masked_of,
+    narrow,
+    slot_maps,
+)
 
 
 class Simulator(MemoryModel, ShadowChecks):
@@ -88,7 +103,8 @@ class Simulator(MemoryModel, ShadowChecks):
         self.active = jnp.ones(self.shape, bool)
         self.races = RaceDetector(self.B, self.T, np.arange(self.T) // ordered)
         self.write_counts: dict[str, np.ndarray] = {}
-        self.pending: list[tuple] = []  # async copies in flight: (buffer, index, data, stmt, issuing threads)
+        self.pending: list[tuple] = []  # async copies in flight: (buffer, index, data, stmt, issuing threads, group)
+        self.committed = jnp.zeros(self.shape, ITYPE)  # copy groups each thread has committed (async_commit)
         bids = np.array(self.block_ids, dtype=np.int32).reshape(self.B, len(self.grid))
         self.bid = [jnp.broadcast_to(jnp.asarray(bids[:, d])[:, None], self.shape) for d in range(len(self.grid))]
         lin = np.arange(self.T)
@@ -122,6 +138,23 @@ class Simulator(MemoryModel, ShadowChecks):
 
     def _top(self, v: jnp.ndarray) -> Data:
         return Data(v, jnp.zeros(self.shape + (LMAX,), ITYPE), jnp.zeros(self.shape, ITYPE))
+
+    def _literal(self, value: float) -> Data:
+        """A data literal: untagged, or a known zero (the static side's `value_zero`)."""
+        d = self._top(jnp.full(self.shape, value, jnp.float32))
+        if value == 0:
+            d.tag = d.tag.at[..., 0].set(ZERO_MARK)
+        return d
+
+    def _int_data(self, v, e: A.Expr) -> Data:
+        """An integer stored as data: a literal 0 is a known zero, like the static side's."""
+        if isinstance(e, A.Int) and e.value == 0:
+            return self._literal(0.0)
+        return self._top(jnp.asarray(v, jnp.float32))
+
+    def _unzero(self, d: Data) -> Data:
+        """`d` as an untagged value where it was a known zero (an operation that does not keep 0)."""
+        return Data(d.v, jnp.where(is_zero(d.tag, d.arity)[..., None], 0, d.tag), d.arity, d.masked)
 
     # ---------------------------------------------------------------- run
     def run(self) -> SimResult:
@@ -178,7 +211,9 @@ class Simulator(MemoryModel, ShadowChecks):
             self.races.barrier()
             return
         if name == "async_wait":
-            return self._land_copies()
+            return self._land_copies(self._const(e.args[0]) if e.args else None)
+        if name == "async_commit":
+            return self._commit_copies()
         if name == "async_copy":
             return self._async_copy(e, s)
         if name == "assume":
@@ -198,12 +233,14 @@ class Simulator(MemoryModel, ShadowChecks):
             return
         if name in ("assert_tag_eq", "assert_tag"):
             return self._assert(e, s)
+        if name == "assert_mask":
+            return self._assert_mask(e, s)
 
     def _assign(self, target: A.Expr, value: A.Expr, s) -> None:
         if isinstance(target, A.Subscript):
             buf = self.env[target.value.id]  # type: ignore[union-attr]
             v = self.eval(value)
-            data = v if isinstance(v, Data) else self._top(jnp.asarray(v, jnp.float32))
+            data = v if isinstance(v, Data) else self._int_data(v, value)
             self._store(buf, [self._index(i) for i in target.indices], data, s)  # type: ignore[arg-type]
             return
         name = target.id  # type: ignore[union-attr]
@@ -290,7 +327,7 @@ class Simulator(MemoryModel, ShadowChecks):
         if isinstance(e, A.Bool):
             return self._ival(int(e.value))
         if isinstance(e, A.Float):
-            return self._top(jnp.full(self.shape, e.value, jnp.float32))
+            return self._literal(e.value)
         if isinstance(e, A.Subscript):
             buf = self.env[e.value.id]  # type: ignore[union-attr]
             return self.load(buf, [self._index(i) for i in e.indices], e)  # type: ignore[arg-type]
@@ -300,8 +337,9 @@ class Simulator(MemoryModel, ShadowChecks):
             return self._binop(e.op, self.eval(e.left), self.eval(e.right))
         if isinstance(e, A.UnaryOp):
             v = self.eval(e.operand)
-            if isinstance(v, Data):
-                return Data(-v.v if e.op == "-" else v.v, v.tag, v.arity)
+            if isinstance(v, Data):  # -0 and +0 stay known zeros (as value_zero says); other operators do not
+                kept = v if e.op in ("-", "+") else self._unzero(v)
+                return Data(-v.v if e.op == "-" else v.v, kept.tag, kept.arity, v.masked)
             return {"-": lambda x: -x, "+": lambda x: x, "~": lambda x: ~x,
                     "not": lambda x: (x == 0).astype(ITYPE)}[e.op](v)
         if isinstance(e, A.BoolOp):
@@ -341,9 +379,13 @@ class Simulator(MemoryModel, ShadowChecks):
         nfull = sum(f.astype(ITYPE) for f in full)
         tag = jnp.zeros(self.shape + (LMAX,), ITYPE)
         arity = jnp.zeros(self.shape, ITYPE)
+        masked = None
         for a, f in zip(args, full):
             tag = jnp.where((f & (nfull == 1))[..., None], a.tag, tag)
             arity = jnp.where(f & (nfull == 1), a.arity, arity)
+            if a.masked is not None:  # the one full operand's flow carries over
+                base = masked if masked is not None else jnp.zeros(self.shape, bool)
+                masked = jnp.where(f & (nfull == 1), a.masked, base)
         taken = jnp.zeros(self.shape, bool)
         for a, st in zip(args, stat):
             pick = st & (nfull == 0) & ~taken
@@ -359,7 +401,7 @@ class Simulator(MemoryModel, ShadowChecks):
                 holds = ~st | (nfull > 1) | (longer & prefix)
                 self._record("ave/row-statistics", self.current, holds[..., None], a.tag[:, :, None],
                              a.arity[..., None], tag[:, :, None], arity[..., None], source="combine")
-        return Data(v, tag, arity)
+        return Data(v, tag, arity, masked)
 
     def _lane_reduce(self, e: A.Call) -> Data:
         """lane_max / lane_sum over aligned groups of `width` consecutive lanes; the result's tag
@@ -412,21 +454,27 @@ class Simulator(MemoryModel, ShadowChecks):
                  "rsqrt": lambda x: 1.0 / jnp.sqrt(x)}
         if name in unary:
             d = self.eval(e.args[0])
-            d = d if isinstance(d, Data) else self._top(jnp.asarray(d, jnp.float32))
-            return Data(unary[name](d.v), d.tag, d.arity)
+            d = self._unzero(d) if isinstance(d, Data) else self._top(jnp.asarray(d, jnp.float32))
+            return Data(unary[name](d.v), d.tag, d.arity, d.masked)
         if name == "cast":
             d = self.eval(e.args[0])
             d = d if isinstance(d, Data) else self._top(jnp.asarray(d, jnp.float32))
             dt = e.args[1].id  # type: ignore[union-attr]
             v = jnp.asarray(narrow(np.asarray(d.v), dt)) if dt in ROUND else d.v
-            return Data(v, d.tag, d.arity)
+            return Data(v, d.tag, d.arity, d.masked)
         if name in ("lane_max", "lane_sum"):
             return self._lane_reduce(e)
         if name in ("select", "fmax", "fmin"):
             args = [self.eval(a) for a in e.args]
             ds = [a if isinstance(a, Data) else self._top(jnp.asarray(a, jnp.float32)) for a in args]
             if name == "select":
-                return self._combine(jnp.where(ds[0].v != 0, ds[1].v, ds[2].v), ds[1:])
+                out = self._combine(jnp.where(ds[0].v != 0, ds[1].v, ds[2].v), ds[1:])
+                if not isinstance(args[0], Data):  # an index condition: the tagged branch not taken masks
+                    take = ds[0].v != 0
+                    then_tagged, else_tagged = ds[1].arity > 0, ds[2].arity > 0
+                    off = (then_tagged & ~else_tagged & ~take) | (else_tagged & ~then_tagged & take)
+                    out.masked = masked_of(out) | off
+                return out
             return self._combine((jnp.maximum if name == "fmax" else jnp.minimum)(ds[0].v, ds[1].v), ds)
         raise SimulationError(f"{name}() is not supported by the simulator", e.span)
 
@@ -498,7 +546,7 @@ class Simulator(MemoryModel, ShadowChecks):
         keep = np.asarray(self.active)[..., None]
         out.data = jnp.where(keep, d, out.data)
         if self.shadow:
-            self._mma_shadow(instr, a, b, out, keep, s, (ar, ac, br, bc, cr, cc), W)
+            self._mma_shadow(instr, a, b, c, out, keep, s, (ar, ac, br, bc, cr, cc), W)
 
 
 

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..lang import ast as A
-from .state import ITYPE, LMAX, Buf, Data
+from .state import ITYPE, LMAX, Buf, Data, masked_of
 
 
 class MemoryModel:
@@ -21,22 +21,35 @@ class MemoryModel:
         idx = [self._index(i) for i in dst.indices]  # type: ignore[union-attr]
         if self.async_land == "issue":
             return self._store(buf, idx, data, s)
-        self.pending.append((buf, idx, data, s, self.active))
+        # the copy belongs to the issuing thread's open group: the number of groups it committed so far
+        self.pending.append((buf, idx, data, s, self.active, self.committed))
 
-    def _land_copies(self) -> None:
+    def _commit_copies(self) -> None:
+        """`async_commit()`: each active thread closes its open group (cp.async.commit_group)."""
+        self.committed = self.committed + jnp.asarray(self.active, ITYPE)
+
+    def _land_copies(self, leave: int | None = None) -> None:
+        """`async_wait()` (leave None): every copy of the active threads lands. `async_wait(n)`: the
+        copies of every committed group but the n most recent land (cp.async.wait_group n; copies
+        of a group not yet committed stay in flight)."""
         pending, self.pending = self.pending, []
         saved = self.active
-        for buf, idx, data, s, active in pending:
-            self.active = active & saved
+        for buf, idx, data, s, active, group in pending:
+            due = active & saved if leave is None else active & saved & (group < self.committed - leave)
+            self.active = due
             self._store(buf, idx, data, s)
+            rest = active & ~due
+            if bool(jnp.any(rest)):  # copies of threads that did not wait (or whose group is recent) stay in flight
+                self.pending.append((buf, idx, data, s, rest, group))
         self.active = saved
-        # copies of threads that did not wait stay in flight
-        self.pending = [(b, i, d, s, a & ~saved) for b, i, d, s, a in pending if bool(jnp.any(a & ~saved))]
 
     def _merge(self, new: Data, old: Data) -> Data:
         m = self.active
+        masked = None
+        if new.masked is not None or old.masked is not None:
+            masked = jnp.where(m, masked_of(new), masked_of(old))
         return Data(jnp.where(m, new.v, old.v), jnp.where(m[..., None], new.tag, old.tag),
-                    jnp.where(m, new.arity, old.arity))
+                    jnp.where(m, new.arity, old.arity), masked)
 
     # ------------------------------------------------------------ memory
     def _flat(self, buf: Buf, idx: list[jnp.ndarray]) -> tuple[jnp.ndarray, jnp.ndarray]:
@@ -82,11 +95,14 @@ class MemoryModel:
         else:
             t = jnp.arange(self.T)[None, :]
             tag, arity = buf.tag[b, t, safe], buf.arity[b, t, safe]  # type: ignore[index]
-        return Data(v, tag, jnp.where(ok, arity, 0))
+        masked = None
+        if buf.masked is not None:
+            masked = buf.masked[b, safe] if buf.space == "shared" else buf.masked[b, jnp.arange(self.T)[None, :], safe]
+        return Data(v, tag, jnp.where(ok, arity, 0), masked)
 
     def _race_check(self, buf: Buf, kind: str, ok, addr, node) -> None:
         bs, ts = np.nonzero(np.asarray(self.active & ok))
-        for pbuf, pidx, _d, ps, pact in self.pending:
+        for pbuf, pidx, _d, ps, pact, _group in self.pending:
             if pbuf is buf:
                 paddr, pok = self._flat(buf, pidx)
                 pb, pt = np.nonzero(np.asarray(pact & pok))
@@ -112,6 +128,12 @@ class MemoryModel:
             buf.written = True
             return
         tags, ar = np.asarray(data.tag)[bs, ts], np.asarray(data.arity)[bs, ts]
+        if data.masked is not None or buf.masked is not None:
+            if buf.masked is None:
+                buf.masked = jnp.zeros(buf.arity.shape, bool)  # type: ignore[union-attr]
+            mk = np.asarray(data.masked)[bs, ts] if data.masked is not None else np.zeros(len(bs), bool)
+            at = (bs, a) if buf.space == "shared" else (bs, ts, a)
+            buf.masked = buf.masked.at[at].set(mk)
         if buf.space == "shared":
             self.races.access(id(buf), buf.name, buf.size, "store", bs, ts, a.astype(np.int64), s.span.line,
                               self.loop_vars)

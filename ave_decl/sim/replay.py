@@ -94,6 +94,8 @@ def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> 
                                index_entries=c.index_tables,
                                block_prefix=block)
     except SimulationError as exc:
+        if finding.invariant == "ave/output-coverage" and "is empty at these sizes" in exc.message:
+            return Replay(True, f"no block runs at sizes {c.sizes} ({exc.message}), so the output is never written")
         return Replay(False, f"not replayed: {exc.message}")
     (_, result), = runs
     if finding.invariant in ("ave/shared-race", "ave/async-copy-wait"):
@@ -120,6 +122,8 @@ def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> 
         return _replay_combine(probes, c)
     probe0 = next(p for p in probes if p["operands"])
     ops = probe0["operands"]
+    if finding.invariant == "ave/masked-flow":
+        return _replay_flow(probe0, c)
     if "a" in ops:  # matrix instruction: the two slots the instruction pairs
         ta = c.group_index * c.group_size + (c.lhs.lane or 0)
         tb = c.group_index * c.group_size + (c.rhs.lane or 0)
@@ -137,6 +141,17 @@ def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> 
     same = lhs == c.lhs.tag and rhs == c.rhs.tag
     detail = f"thread {c.thread_linear} slot {slot}: lhs tag {lhs}, rhs tag {rhs}"
     return Replay(same, detail if same else f"mismatch with the report: {detail}", {"lhs": lhs, "rhs": rhs})
+
+
+def _replay_flow(probe: dict, c) -> Replay:
+    """The simulator holds the reported element, tagged as reported, at the thread and slot, kept
+    (a leak) or masked off (a wrongly removed element) as the report says."""
+    slot = c.value_index or 0
+    tag = _tag(*probe["operands"]["lhs"], c.thread_linear, slot)
+    masked = bool(probe["extra"]["masked"][0, c.thread_linear, slot]) if "masked" in probe["extra"] else False
+    ok = tag == c.lhs.tag and masked == c.rhs.label.startswith("masked")
+    detail = f"thread {c.thread_linear} slot {slot} holds an element tagged {tag}, {'masked' if masked else 'unmasked'}"
+    return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"tag": tag, "masked": masked})
 
 
 def _plain(iterations: dict[str, int]) -> dict[str, int]:
@@ -231,8 +246,15 @@ def _replay_race(result, c) -> Replay:
 def _replay_coverage(result, c) -> Replay:
     buf = c.lhs.chain[0].buffer if c.lhs.chain else c.lhs.tag_name
     counts = result.write_counts.get(buf)
+    if counts is None and c.rhs.kind == "missing":
+        return Replay(True, f"the simulation never wrote {buf}: element {tuple(c.lhs.coordinates)} is not written")
     if counts is None:
         return Replay(False, f"the simulation never wrote {buf}")
+    if c.rhs.kind == "missing":  # an element no store instance writes
+        shape = tuple(c.rhs.coordinates)
+        flat = int(np.ravel_multi_index(tuple(c.lhs.coordinates), shape))
+        n = int(counts[flat])
+        return Replay(n == 0, f"element {tuple(c.lhs.coordinates)} of {buf} was written {n} times")
     if c.rhs.kind == "index":  # write_count
         bad = int(np.count_nonzero(counts != 1))
         return Replay(bad > 0, f"{bad} of {counts.size} elements of {buf} are not written exactly once "

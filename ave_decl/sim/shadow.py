@@ -6,7 +6,7 @@ import numpy as np
 
 from ..hw.instructions import Instruction
 from ..lang import ast as A
-from .state import ITYPE, LMAX, Buf, Data, Failure, merge_classes, tag_list
+from .state import ITYPE, LMAX, ZERO_MARK, Buf, Data, Failure, is_zero, merge_classes, tag_list
 
 
 class ShadowChecks:
@@ -44,8 +44,26 @@ class ShadowChecks:
             holds = self._relation(e.args[2], lt, la, rt, ra)
         self._record("ave/tag-assert", s, holds, lt, la, rt, ra)
 
+    def _assert_mask(self, e: A.Call, s) -> None:
+        """assert_mask(x, lambda t: ...): a tagged element of x is kept (no select masked it off)
+        exactly when the predicate holds for its tag (ave/masked-flow)."""
+        if not self.shadow:
+            return
+        _, lt, la = self._operand(e.args[0])
+        masked = self._operand_masked(e.args[0], la.shape)
+        holds = (self._relation(e.args[1], lt, la, lt, la) == ~masked) | (la <= 0)
+        self._record("ave/masked-flow", s, holds, lt, la, lt, la, extra={"masked": masked})
+
+    def _operand_masked(self, e: A.Expr, shape) -> jnp.ndarray:
+        if isinstance(e, A.Name) and isinstance(self.env.get(e.id), Buf):
+            m = self.env[e.id].masked
+        else:
+            d = self.eval(e)
+            m = None if d.masked is None else d.masked[..., None]
+        return jnp.zeros(shape, bool) if m is None else jnp.broadcast_to(m, shape)
+
     def _relation(self, lam: A.Lambda, lt, la, rt, ra) -> jnp.ndarray:
-        names = {lam.params[0]: (lt, la), lam.params[1]: (rt, ra)}
+        names = dict(zip(lam.params, [(lt, la), (rt, ra)]))
 
         def go(x: A.Expr):
             if isinstance(x, A.Subscript) and isinstance(x.value, A.Name) and x.value.id in names:
@@ -71,7 +89,7 @@ class ShadowChecks:
 
         return (jnp.asarray(go(lam.body)) != 0) & (la > 0) & (ra > 0)
 
-    def _record(self, inv: str, s, holds, lt, la, rt, ra, source: str = "") -> None:
+    def _record(self, inv: str, s, holds, lt, la, rt, ra, source: str = "", extra: dict | None = None) -> None:
         act = self.active[..., None] & jnp.ones(holds.shape, bool)
         bad = np.asarray(act & ~holds)
         key = (inv, s.span.line)
@@ -88,9 +106,10 @@ class ShadowChecks:
                        "lhs_tag": tag_list(lt[b, t, slot], la[b, t, slot]),
                        "rhs_tag": tag_list(rt[b, t, slot], ra[b, t, slot])}
         f.failed += n
-        self._probe(s, {"lhs": (lt, la), "rhs": (rt, ra)}, source=source)
+        self._probe(s, {"lhs": (lt, la), "rhs": (rt, ra)}, source=source, extra=extra)
 
-    def _probe(self, s, operands: dict, oob: np.ndarray | None = None, source: str = "") -> None:
+    def _probe(self, s, operands: dict, oob: np.ndarray | None = None, source: str = "",
+               extra: dict | None = None) -> None:
         """Keep what meets at a statement for a replay (only the requested line and iterations)."""
         p = self.probe
         if p is None or p.get("line") != s.span.line:
@@ -98,9 +117,10 @@ class ShadowChecks:
         if any(self.loop_vars.get(k) != v for k, v in p.get("iterations", {}).items()):
             return
         self.probes.append({"line": s.span.line, "iterations": dict(self.loop_vars), "oob": oob, "source": source,
-                            "operands": {k: (np.asarray(t), np.asarray(a)) for k, (t, a) in operands.items()}})
+                            "operands": {k: (np.asarray(t), np.asarray(a)) for k, (t, a) in operands.items()},
+                            "extra": {k: np.asarray(v) for k, v in (extra or {}).items()}})
 
-    def _mma_shadow(self, instr: Instruction, a: Buf, b: Buf, out: Buf, keep, s, maps, W: int) -> None:
+    def _mma_shadow(self, instr: Instruction, a: Buf, b: Buf, c: Buf, out: Buf, keep, s, maps, W: int) -> None:
         ar, ac, br, bc, cr, cc = maps
         g = instr.group_size
         at = a.tag.reshape(self.B, W, g, -1, LMAX)  # type: ignore[union-attr]
@@ -119,7 +139,10 @@ class ShadowChecks:
         ka = jnp.take_along_axis(a_tag, jnp.clip(a_ar - 1, 0, LMAX - 1)[..., None], -1)[..., 0]  # (B,W,M,K)
         kb = jnp.take_along_axis(b_tag, jnp.clip(jnp.where(b_ar >= 2, b_ar - 2, 0), 0, LMAX - 1)[..., None],
                                  -1)[..., 0]  # (B,W,K,N)
+        # a product with a known-zero operand adds nothing: nothing to pair (docs/language.md, Zero tags)
+        a_zero, b_zero = is_zero(a_tag, a_ar), is_zero(b_tag, b_ar)  # (B,W,M,K), (B,W,K,N)
         ok = (ka[:, :, :, :, None] == kb[:, :, None, :, :]) & (a_ar > 0)[..., None] & (b_ar > 0)[:, :, None]
+        ok = ok | a_zero[..., None] | b_zero[:, :, None]
         wave_active = np.asarray(self.active).reshape(self.B, W, g).all(-1)
         bad = np.asarray(~ok) & wave_active[:, :, None, None, None]
         key = ("ave/mma-k-pairing", s.span.line)
@@ -141,18 +164,29 @@ class ShadowChecks:
                        "b_tag": tag_list(bt[bb, w, lb, vb], ba[bb, w, lb, vb])}
         f.failed += n
         self._probe(s, {"a": (a.tag, a.arity), "b": (b.tag, b.arity)})
-        # result tags: row components from A at k = 0, column component from B at k = 0
-        ct = jnp.zeros((self.B, W, instr.m, instr.n, LMAX), ITYPE)
-        rows = a_tag[:, :, :, 0]  # (B, W, M, LMAX)
-        cols = b_tag[:, :, 0, :]  # (B, W, N, LMAX)
-        arow, bcol = a_ar[:, :, :, 0], b_ar[:, :, 0, :]
+        # result tags: row components from A, column component from B, both at the first k whose
+        # product has no zero operand; where every product has one, the result is a known zero
+        live = ~(a_zero[..., None] | b_zero[:, :, None])  # (B, W, M, K, N)
+        first = jnp.argmax(live, axis=3)  # (B, W, M, N)
+        all_zero = ~jnp.any(live, axis=3)
+        bi, wi = np.ogrid[:self.B, :W][0][..., None, None], np.ogrid[:self.B, :W][1][..., None, None]
+        mi, ni = np.arange(instr.m)[:, None], np.arange(instr.n)[None, :]
+        rows = a_tag[bi, wi, mi, first]  # (B, W, M, N, LMAX)
+        arow = a_ar[bi, wi, mi, first]
+        cols = b_tag[bi, wi, first, ni]  # (B, W, M, N, LMAX)
+        bcol = b_ar[bi, wi, first, ni]
         lmax_idx = jnp.arange(LMAX)
-        res_ar = jnp.where((arow[:, :, :, None] > 0) & (bcol[:, :, None, :] > 0), arow[:, :, :, None], 0)
+        res_ar = jnp.where((arow > 0) & (bcol > 0), arow, 0)
         take_b = lmax_idx[None, None, None, None, :] == (res_ar - 1)[..., None]
-        bval = jnp.take_along_axis(cols, jnp.clip(bcol - 1, 0, LMAX - 1)[..., None], -1)[..., 0]  # (B,W,N)
-        ct = jnp.where(take_b, bval[:, :, None, :, None], rows[:, :, :, None, :])
+        bval = jnp.take_along_axis(cols, jnp.clip(bcol - 1, 0, LMAX - 1)[..., None], -1)[..., 0]  # (B,W,M,N)
+        ct = jnp.where(take_b, bval[..., None], rows)
         ct = jnp.where(lmax_idx < res_ar[..., None], ct, 0)
+        ct = jnp.where(all_zero[..., None] & (lmax_idx == 0), ZERO_MARK, ct)
         slot_tag = ct[:, :, cr, cc].reshape(self.B, self.T, -1, LMAX)
         slot_ar = res_ar[:, :, cr, cc].reshape(self.B, self.T, -1)
+        # no product contributes (a K tail): the sum is the accumulator's, and keeps its tag
+        keeps_acc = all_zero[:, :, cr, cc].reshape(self.B, self.T, -1) & (c.arity != 0)  # type: ignore[operator]
+        slot_tag = jnp.where(keeps_acc[..., None], c.tag, slot_tag)  # type: ignore[arg-type]
+        slot_ar = jnp.where(keeps_acc, c.arity, slot_ar)  # type: ignore[arg-type]
         out.tag = jnp.where(keep[..., None], slot_tag, out.tag)  # type: ignore[arg-type]
         out.arity = jnp.where(keep, slot_ar, out.arity)  # type: ignore[arg-type]

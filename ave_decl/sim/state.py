@@ -14,6 +14,10 @@ from ..lang.errors import FrontEndError
 from ..lang.operand_maps import map_values, slot_maps  # noqa: F401  (re-exported for the simulator)
 
 LMAX = 6  # tag components carried per element
+# A known zero (a literal 0 stored as padding, a masked load's default): arity 0 like Top, with
+# this marker in component 0 (docs/language.md, Zero tags). Everything that treats arity 0 as
+# Top treats a zero so, except a matrix instruction, where a zero operand pairs with anything.
+ZERO_MARK = -(2**31) + 7
 
 
 ITYPE = jnp.int32
@@ -37,6 +41,16 @@ class SimulationError(FrontEndError):
     kind = "simulation"
 
 
+def is_zero(tag, arity):
+    """Which elements hold a known zero (shadow tags of shape (..., LMAX) and arities (...))."""
+    return (arity == 0) & (tag[..., 0] == ZERO_MARK)
+
+
+def masked_of(d: "Data") -> jnp.ndarray:
+    """Data.masked as an array (all False where None)."""
+    return d.masked if d.masked is not None else jnp.zeros(d.arity.shape, bool)
+
+
 @dataclass
 class Data:
     """A data value of every (block, thread), with its shadow tag (arity 0 = Top)."""
@@ -44,6 +58,9 @@ class Data:
     v: jnp.ndarray  # (B, T) float32
     tag: jnp.ndarray  # (B, T, LMAX) int32
     arity: jnp.ndarray  # (B, T) int32
+    # the tagged source came through the untagged branch of a select (masked off); None: nowhere
+    # (the static side's Alt.flow; checked by assert_mask)
+    masked: jnp.ndarray | None = None
 
 
 @dataclass
@@ -57,6 +74,7 @@ class Buf:
     tag: jnp.ndarray | None = None  # shared/local shadow: data.shape + (LMAX,)
     arity: jnp.ndarray | None = None
     tag_fn: tuple | None = None  # (lambda, captured env) of a tag binding
+    masked: jnp.ndarray | None = None  # shared/local: Data.masked of each element, once one was stored
     written: bool = False
 
     @property

@@ -18,11 +18,13 @@ import z3
 from ..facts.view import KernelView
 from ..hw.instructions import INSTRUCTIONS
 from .chains import Alt, Expander, Step, eval_map
+from .coverage import GuardedCoverage
 from .query import Query
 from .smt import Encoder, Instance
 
 DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "fp8": 1, "bf8": 1, "i8": 1, "i32": 4, "u32": 4, "i64": 8}
 BANKS, BANK_BYTES, PHASE_LANES = 32, 4, 32
+ASYNC_CROSSINGS = 4  # rules/invariants/async_copy.dl counts back-edge crossings up to this
 
 
 class AccessQueries:
@@ -31,10 +33,14 @@ class AccessQueries:
         self.war: dict[tuple[int, int], list[int]] = {}
         for _k, la, sa, carrier in derived.get("war_candidate", []):
             self.war.setdefault((la, sa), []).append(carrier)
-        self.exposed: dict[tuple[int, int], dict[int, int]] = {}
-        for _k, la, sa, carrier, st in derived.get("async_exposed", []):
+        self.guarded = GuardedCoverage(self)
+        # (load, copy) -> {(carrier, loop h, d back edges of h, loop l left, x back edges of l): least state}
+        self.exposed: dict[tuple[int, int], dict[tuple[int, int, int, int, int], int]] = {}
+        for _k, la, sa, carrier, st, h, d, left, x in derived.get("async_exposed", []):
             rows = self.exposed.setdefault((la, sa), {})
-            rows[carrier] = min(st, rows.get(carrier, 2))
+            key = (carrier, h, d, left, x)
+            rows[key] = min(st, rows.get(key, 2))
+        self.crossing_cap = ASYNC_CROSSINGS if view.kf.relation("async_wait_group") else 1
 
     # ------------------------------------------------------------ helpers
     def _access_alt(self, aid: int, inst: Instance, role: str, coords=None) -> Alt:
@@ -90,27 +96,45 @@ class AccessQueries:
         buf = self.view.accesses[aid].buffer
         stores = [a for a in self.view.accesses.values() if a.buffer == buf and a.kind == "store"]
         inst = self.enc.new_instance(site, "u")
+        if len(stores) == 1:
+            return self.guarded.write_count(stores[0], inst)
+        if any(self.view.all_guards(st.stmt) for st in stores):
+            return [self._posed_unknown(aid, inst, "several stores into the output, some of them guarded: "
+                                                   "guarded coverage is proved for one store")]
         total = self.enc.int_val(0)
         for st in stores:
-            if self.view.all_guards(st.stmt):
-                return [self._posed_unknown(aid, inst, "a store into the output is guarded: the number of "
-                                                       "writes is not a product of trip counts")]
-            count = self.enc.int_val(self.enc.block_size())
-            for grid, _b in self.view.launch:
-                count = count * self.enc.int_term(grid, {})
-            for h in self.view.enclosing_loops(st.stmt):
-                trip = self._trip_count(h)
-                if trip is None:
-                    return [self._posed_unknown(aid, inst, "a loop around an output store has bounds that depend on "
-                                                           "other loops")]
-                count = count * trip
+            count = self.instance_count(st.stmt)
+            if count is None:
+                return [self._posed_unknown(aid, inst, "a loop around an output store has bounds that depend on "
+                                                       "other loops")]
             total = total + count
-        elements = self.enc.int_val(1)
+        return [self.count_query(aid, inst, total, total != self.elements(buf))]
+
+    def elements(self, buf: str) -> z3.ArithRef:
+        out = self.enc.int_val(1)
         for e in self.view.dims[buf]:
-            elements = elements * self.enc.int_term(e, {})
+            out = out * self.enc.int_term(e, {})
+        return out
+
+    def count_query(self, aid: int, inst: Instance, total: z3.ArithRef, violated: z3.BoolRef) -> Query:
+        """Store instances against elements: a model is a size at which they differ as `violated` says."""
+        buf = self.view.accesses[aid].buffer
         lhs = Alt([], "", [total], [], [Step("store", aid, self.view.accesses[aid].stmt, buf, inst)])
-        rhs = Alt([], "", [elements], [], [])
-        return [Query([], total != elements, lhs, rhs, inst, inst, inst)]
+        rhs = Alt([], "", [self.elements(buf)], [], [])
+        return Query([], violated, lhs, rhs, inst, inst, inst)
+
+    def instance_count(self, stmt: int) -> z3.ArithRef | None:
+        """Executions of `stmt` without its guards: blocks x threads x trip counts (None: a loop
+        whose bounds depend on another loop)."""
+        count = self.enc.int_val(self.enc.block_size())
+        for grid, _b in self.view.launch:
+            count = count * self.enc.int_term(grid, {})
+        for h in self.view.enclosing_loops(stmt):
+            trip = self._trip_count(h)
+            if trip is None:
+                return None
+            count = count * trip
+        return count
 
     def _trip_count(self, h: int) -> z3.ArithRef | None:
         info = self.view.loops[h]
@@ -171,17 +195,41 @@ class AccessQueries:
     def async_exposed(self, la: int, sa: int) -> list[Query]:
         load = self.view.accesses[la]
         out = []
-        for carrier, state in sorted(self.exposed.get((la, sa), {}).items()):
+        for (carrier, h, crossed, left, after), state in sorted(self.exposed.get((la, sa), {}).items()):
             dist1 = next((d for s, c, _b, d in self.expander.reaching.get(la, []) if s == sa and c == carrier), 0)
             reader = self.enc.new_instance(load.stmt, "r")
             writer, cons = self.expander.writer(reader, load.stmt, sa, carrier, dist1)
             cons += self.expander.same_element(self.view.accesses[sa], writer, load, reader)
+            cons += self._crossings(reader, writer, carrier, h, crossed) + self._remaining(writer, left, after)
             # state 0: no async_wait on some path, whoever copied; 1: waited, but not published by a barrier
             violated = self.enc.bool_val(True) if state == 0 else self.different_group(reader, writer)
             out.append(Query(reader.constraints + cons, violated, self._access_alt(la, reader, "load"),
                              self._access_alt(sa, writer, "store"), reader, reader, writer,
                              {"state": self.enc.int_val(state)}))
         return out
+
+    def _crossings(self, reader: Instance, writer: Instance, carrier: int, h: int, crossed: int) -> list:
+        """The path state of an async_exposed row holds for instances `crossed` iterations of loop h
+        apart: the copy's (carrier h) or the loop's first (h entered after the copy). The rules count
+        up to ASYNC_CROSSINGS with copy groups, else to 1; the cap stands for "at least"."""
+        if h == 0:
+            return []
+        step = self.enc.nodes[self.view.loops[h].step].value
+        i = reader.env[f"loop:{h}"]
+        start = writer.env[f"loop:{h}"] if carrier == h else self.enc.int_term(self.view.loops[h].lo, reader.env)
+        gap = i - start
+        return [gap >= crossed * step] if crossed >= self.crossing_cap else [gap == crossed * step]
+
+    def _remaining(self, writer: Instance, loop: int, after: int) -> list:
+        """The copy ran with `after` more iterations of loop `loop` to go (a path that left it after
+        crossing its back edge that often); the count stands for "at least" at the cap."""
+        if loop == 0:
+            return []
+        step = self.enc.nodes[self.view.loops[loop].step].value
+        j = writer.env[f"loop:{loop}"]
+        hi = self.enc.int_term(self.view.loops[loop].hi, writer.env)
+        more = [j + after * step < hi]
+        return more if after >= self.crossing_cap else more + [j + (after + 1) * step >= hi]
 
     # ------------------------------------------------ row statistics
     def broadcast(self, site: int, full: int, stat: int, same_length: bool = False) -> list[Query]:

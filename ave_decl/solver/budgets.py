@@ -29,6 +29,9 @@ def rlimit_count(solver: z3.Solver) -> int:
     return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
 
 
-def stopped_by_wall_clock(solver: z3.Solver) -> bool:
-    """After an `unknown`: the wall-clock timeout (load-dependent) stopped it, not the rlimit."""
-    return solver.reason_unknown() == "timeout"
+def stopped_by_wall_clock(solver: z3.Solver, used: int, limit: int) -> bool:
+    """After an `unknown`: the wall-clock timeout (load-dependent) stopped it, not the rlimit. Z3
+    says "timeout", or "canceled" for either limit when it cancelled a tactic: then it was the
+    clock if the call had not used up its work budget (`used` of `limit` rlimit units)."""
+    reason = solver.reason_unknown()
+    return reason == "timeout" or (reason == "canceled" and used < limit)

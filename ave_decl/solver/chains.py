@@ -7,7 +7,7 @@ iteration, address equality), and the program points passed, for the report.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import z3
@@ -19,7 +19,18 @@ from ..lang.parser import parse_expression
 from .smt import Encoder, Instance, as_int
 
 MAX_DEPTH = 24
-KILL_DEPTH = 3  # later iterations instantiated per overwriting store (covers pipelines of up to 3 stages)
+KILL_DEPTH = 3  # later iterations instantiated per overwriting store, at least (see kill_depth)
+
+
+def kill_depth(view: KernelView) -> int:
+    """Iterations of kill instantiation for this kernel: a buffer of S stages (stage = iteration mod
+    S, the leading extent of a shared buffer of rank >= 3) is refilled every S iterations, so the
+    overwrite that makes an older writer stale is at most S iterations later; S + 1 also covers a
+    reader one iteration off. At least KILL_DEPTH. Each instantiation is a necessary condition, so
+    any depth keeps the alternatives sound; too small a depth only costs precision."""
+    stages = [view.kf.table.nodes[dims[0]].value for b, dims in view.dims.items()
+              if view.buffers[b][0] == "shared" and len(dims) >= 3 and view.kf.table.nodes[dims[0]].op == "const"]
+    return max([KILL_DEPTH] + [s + 1 for s in stages])
 
 
 @dataclass
@@ -43,6 +54,11 @@ class Alt:
     chain: list[Step]
     unknown: str = ""  # non-empty: this path could not be followed (reason)
     stat: bool = False  # the tag is a row statistic (a lane reduction dropped its last component)
+    zero: bool = False  # the value is a known zero on this path (padding; docs/language.md, Zero tags)
+    # conditions under which the tagged source passed the tagged branch of each select on the
+    # path (recorded, not assumed: the tag is the same either way; ave/masked-flow assumes them)
+    flow: list[z3.BoolRef] = field(default_factory=list)
+    flow_sites: list[int] = field(default_factory=list)  # the statements of those selects
 
 
 @lru_cache(maxsize=None)
@@ -77,8 +93,12 @@ class Expander:
         self.has_root = {v for _k, v in derived.get("value_has_root", [])}
         self.full = {v for _k, v in derived.get("full_flow", [])}
         self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
+        self.zero = {v for _k, v in view.kf.relation("value_zero")}
+        self.selects = {v for _k, v, op in view.kf.relation("value_op") if op == "select"}
+        self.index_expr = {v: e for _k, v, e in view.kf.relation("value_expr")}
         self._memo: dict[tuple, tuple[Instance, list[Alt]]] = {}
         self._slices: dict[tuple[int, int], bool] = {}
+        self.kill_depth = kill_depth(view)
 
     # ------------------------------------------------------------ values
     def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
@@ -95,6 +115,8 @@ class Expander:
         kind, stmt = self.view.values[vid]
         if len(seen) > MAX_DEPTH:
             return [self._unknown(inst, "provenance chain too long")]
+        if vid in self.zero:
+            return [Alt(None, "zero", [], [], [], zero=True)]
         if kind == "load":
             return self.load(self.view.value_load[vid], inst, seen)
         if kind == "elementwise":
@@ -115,11 +137,28 @@ class Expander:
         if len(full) > 1 or not rooted:
             return [Alt(None, "", [], [], [])]
         if full or len(rooted) == 1:
-            return self.value((full or rooted)[0], inst, seen)
+            arg = (full or rooted)[0]
+            if vid in self.selects:
+                return self._select(vid, arg, inst, seen)
+            return self.value(arg, inst, seen)
         # statistics only: the first operand that carries a tag on this path gives it (as in the
         # simulator). Its tagged alternatives, then the next operand's under each path on which
         # the first is untagged (an initial -inf, 0): linear in the alternatives, not a product.
         return self._first_tagged(rooted, inst, seen)
+
+    def _select(self, vid: int, arg: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        """`select(c, x, y)` with one tagged branch: its alternatives, recording the condition under
+        which that branch is taken (c for x, not c for y) at this instance. A data-dependent c
+        records nothing (the element may always pass)."""
+        cond_v, then_v, _else_v = self.view.value_args[vid][:3]
+        alts = self.value(arg, inst, seen)
+        if cond_v not in self.index_expr:
+            return alts
+        c = self.enc.bool_term(self.index_expr[cond_v], inst.env)
+        taken = c if arg == then_v else z3.Not(c)
+        stmt = self.view.values[vid][1]
+        return [Alt(a.tag, a.tag_name, a.coords, a.constraints, a.chain, a.unknown, a.stat, a.zero,
+                    a.flow + [taken], a.flow_sites + [stmt]) for a in alts]
 
     def _first_tagged(self, args: list[int], inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
         alts = self.value(args[0], inst, seen)
@@ -166,7 +205,7 @@ class Expander:
             hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
             for sub in self.value(self.view.store_value[sa], writer, seen + (aid,)):
                 out.append(Alt(sub.tag, sub.tag_name, sub.coords, cons + sub.constraints, hop + sub.chain,
-                               sub.unknown, sub.stat))
+                               sub.unknown, sub.stat, sub.zero, sub.flow, sub.flow_sites))
         if not out:
             return [Alt(None, "", [], [], [Step("load", aid, acc.stmt, acc.buffer, inst)])]
         return out
@@ -213,14 +252,14 @@ class Expander:
                         # writer and reader share this iteration: only a later statement of it can kill
                         candidates = [i] if same_iter_ok and other.stmt > store.stmt else []
                     else:
-                        candidates = [i - m * step for m in range(0 if same_iter_ok else 1, KILL_DEPTH + 1)]
+                        candidates = [i - m * step for m in range(0 if same_iter_ok else 1, self.kill_depth + 1)]
                 elif writer_j is not None and set(self.view.enclosing_loops(h)) <= set(writer_loops):
                     # a loop the reader is outside of: its later iterations all run before the read
                     i, same_iter_ok, candidates = None, False, []
                 else:
                     continue
                 if writer_j is not None and h not in same_iteration:
-                    candidates += [writer_j + m * step for m in range(1, KILL_DEPTH + 1)]
+                    candidates += [writer_j + m * step for m in range(1, self.kill_depth + 1)]
                 for j2 in candidates:
                     out.append(z3.Not(self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)))
         return out
@@ -388,12 +427,17 @@ class Expander:
         b_inst, lb, sb_ = self.operand_instance(inst, stmt, instr, "b")
         cons = a_inst.constraints + b_inst.constraints + [
             eval_map(instr.a.row, la, sa_) == row, eval_map(instr.b.col, lb, sb_) == col]
-        out = []
+        out: list[Alt] = []
+        zeros: list[Alt] = []
         for a in self.value(va, a_inst, seen):
             for b in self.value(vb, b_inst, seen):
                 mma_steps = [Step("mma-operand", -1, stmt, "A", a_inst, "A operand")] + a.chain + [
                     Step("mma-operand", -1, stmt, "B", b_inst, "B operand")] + b.chain
                 unknown = a.unknown or b.unknown
+                if a.zero or b.zero:  # a product with a zero operand contributes nothing to the sum
+                    zeros.append(Alt(None, "zero", [], cons + a.constraints + b.constraints, mma_steps, unknown,
+                                     zero=True))
+                    continue
                 if a.tag is None or b.tag is None or not a.tag or not b.tag:
                     out.append(Alt(None, "", [], cons + a.constraints + b.constraints, mma_steps, unknown))
                     continue
@@ -401,4 +445,6 @@ class Expander:
                 coords = [as_int(row), as_int(col)]
                 out.append(Alt(tag, f"{instr.name}({a.tag_name}, {b.tag_name})", coords,
                                cons + a.constraints + b.constraints, mma_steps, unknown))
-        return out
+        # the result takes its tag from the products that contribute; only when every alternative
+        # has a zero operand is the result zero (docs/language.md, Zero tags)
+        return out or zeros

@@ -17,6 +17,7 @@ from ..report.model import ChainPoint, Counterexample, Finding, Location, Side, 
 from .access_queries import BANKS, AccessQueries
 from .budgets import SMALL_MODEL_RLIMIT
 from .chains import Alt, Expander, Step, eval_map
+from .hints import bounds_hint, fix_hint
 from .query import Query
 from .smt import Encoder, Instance, as_bool
 
@@ -48,7 +49,7 @@ ACCESS_RELATIONS = {
     "stat_eq": "two row statistics combined belong to the same row",
     "reduce_uniform": "a lane reduction combines elements of one row only",
 }
-KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds"} | set(ACCESS_RELATIONS)
+KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds", "mask_rel"} | set(ACCESS_RELATIONS)
 
 
 class KernelSolver:
@@ -62,6 +63,7 @@ class KernelSolver:
         self.derived = derived
         self.metadata = metadata
         self.timeout_ms = max(1, int(timeout_s * 1000))
+        self.access.guarded.timeout_ms = self.timeout_ms
         self.base = self.enc.base_constraints()
         self._base_side = self.enc.side_snapshot()
 
@@ -98,6 +100,8 @@ class KernelSolver:
                             f"statement of kernel '{self.view.kf.name}' (bind the site with a schema relation)")
         if relation == "rel" and site not in self.view.assert_rel:
             raise _rel_off_site(inv, self.view.span(site))
+        if relation == "mask_rel" and site not in self.view.assert_mask:
+            raise _rel_off_site(inv, self.view.span(site), "mask_rel", "assert_mask")
         try:
             queries = self._queries(site, relation, lhs, rhs)
         except (KeyError, IndexError):  # ids the relation does not take (user rules are data)
@@ -121,6 +125,7 @@ class KernelSolver:
                                         counterexample=cex, queries=count, solver_ms=ms)
                 if self.violation_sets and finding.severity == "error" and relation not in ("write_count",):
                     finding.violation_set = self._violation_set(q, relation)
+                finding.fix_hint = self._fix_hint(relation, q, cex)
                 return finding
             if result == z3.unknown:
                 unknown_reasons.append(f"solver returned unknown ({solver.reason_unknown()})")
@@ -131,6 +136,33 @@ class KernelSolver:
                                  queries=count, solver_ms=ms)
         return self._finding(inv, site, Verdict.VERIFIED, "proved for every block, thread, iteration and value",
                              queries=count, solver_ms=ms)
+
+    def _fix_hint(self, relation: str, q: Query, cex: Counterexample) -> dict | None:
+        """Where the missing barrier / wait / mask goes (solver/hints.py)."""
+        if relation in ("raw_race", "war_race", "async_exposed"):
+            load, other = q.lhs.chain[0].stmt, q.rhs.chain[0].stmt
+            if relation == "war_race":  # the load must be ordered before the later store
+                first, second = load, other
+            else:  # the store (copy) must be ordered before the load
+                first, second = other, load
+            if relation == "async_exposed":
+                waited = cex.instruction.get("waited") != 0
+                what = ("syncthreads() after the async_wait()" if waited else
+                        "async_wait() (then syncthreads() if another thread copied)")
+            else:
+                what = "syncthreads()"
+            # carried: the two instances run in different iterations of a loop around both
+            a_iters, b_iters = cex.lhs.chain[0].iterations, cex.rhs.chain[0].iterations
+            carried = first > second or any(a_iters[n] != b_iters[n] for n in set(a_iters) & set(b_iters))
+            return fix_hint(self.view, first, second, carried=carried, what=what)
+        if relation == "in_bounds":
+            step = q.lhs.chain[0]
+            acc = self.view.accesses[step.access]
+            source = self.view.kf.source
+            line = source.line_text(self.view.span(acc.stmt).line) if source is not None else ""
+            return bounds_hint(self.view, acc.stmt, acc.buffer, cex.lhs.coordinates, cex.rhs.coordinates, line,
+                               acc.kind == "load")
+        return None
 
     def _index_tables(self, ev: "_Evaluator") -> dict[str, list[list[int]]]:
         """The routing-table entries the counterexample relies on: [coordinates..., value] per
@@ -164,6 +196,8 @@ class KernelSolver:
             return self._k_pairing(site, lhs, rhs)
         if relation == "in_bounds":
             return self._in_bounds(site, lhs)
+        if relation == "mask_rel":
+            return self._mask_rel(site, lhs)
         builders = {
             "stored_tag": lambda: self.access.stored_tag(site, lhs),
             "write_once": lambda: self.access.write_once(lhs, rhs),
@@ -208,6 +242,30 @@ class KernelSolver:
         except KeyError:
             return self.enc.bool_val(True)  # the relation names a component the tag does not have
 
+    def _mask_rel(self, site: int, vid: int) -> list[Query]:
+        """assert_mask: on every tagged path, the element is kept (the path passed the tagged branch
+        of each select on it: those selects' conditions hold) exactly when the predicate holds. A
+        model is an element that leaks through the mask, or one the mask wrongly removes."""
+        inst = self.enc.new_instance(site, "u")
+        out = []
+        for alt in self.expander.value(vid, inst):
+            if alt.tag is None:  # an untagged (masked) constant or a zero: nothing to check
+                continue
+            env = dict(inst.env)
+            for i, t in enumerate(alt.tag):
+                env[f"lhs:{i}"] = t
+                env[f"lhs:{i - len(alt.tag)}"] = t
+            try:
+                pred = as_bool(self.enc.term(self.view.assert_mask[site], env))
+            except KeyError:  # the predicate names a component the tag does not have
+                out.append(Query(inst.constraints + alt.constraints, self.enc.bool_val(True), alt, alt, inst, inst,
+                                 inst))
+                continue
+            kept = z3.And(*alt.flow) if alt.flow else self.enc.bool_val(True)
+            out.append(Query(inst.constraints + alt.constraints, kept != pred, alt, alt, inst, inst, inst,
+                             {"kept": kept}))
+        return out
+
     def _in_bounds(self, site: int, aid: int) -> list[Query]:
         acc = self.view.accesses[aid]
         inst = self.enc.new_instance(site, "u")
@@ -231,6 +289,8 @@ class KernelSolver:
         out = []
         for left in self.expander.value(va, a_inst):
             for right in self.expander.value(vb, b_inst):
+                if left.zero or right.zero:  # a zero operand: the product adds nothing, nothing to pair
+                    continue
                 if left.tag is None or right.tag is None:
                     violated = self.enc.bool_val(True)
                 else:
@@ -298,6 +358,12 @@ class KernelSolver:
             rhs = self._side("rhs", q.rhs, site, ev, lane, slot)
             instr = {}
             rel = "tags equal" if relation == "eq" else "the assert_tag relation"
+            if relation == "mask_rel":
+                kept = bool(model.eval(q.extras["kept"], model_completion=True))
+                lhs.label, rhs.label = "element", "kept by the selects at" if kept else "masked by the selects at"
+                rhs.coordinates, rhs.chain = sorted({self.view.span(s).line for s in q.lhs.flow_sites}), []
+                rhs.kind = "index"
+                rel = "an element is kept by the mask exactly when the assert_mask predicate holds for its tag"
         return Counterexample(
             block=[ev(site.env[f"bid:{d}"]) for d in range(len(self.view.launch))],
             thread=thread, thread_linear=linear, group_kind=self.view.group_kind, group_size=g,
@@ -328,6 +394,12 @@ class KernelSolver:
                              ev(second.env["slot"]))
             first = q.site
             linear = ev(self.enc.linear_thread(first))
+        elif relation == "write_count" and q.rhs.tag_name == "missing":  # an element nobody writes
+            buf = q.lhs.chain[0].buffer
+            chain = [self._point(q.lhs.chain[0], ev)] if q.lhs.tag_name == "excluded" else []
+            lhs = Side(f"unwritten element of {buf}", None, None, [ev(c) for c in q.lhs.coords], q.lhs.tag_name, [],
+                       chain, "access")
+            rhs = Side(f"shape of {buf}", None, None, [ev(c) for c in q.rhs.coords], "", [], [], "missing")
         elif relation == "write_count":
             buf = q.lhs.chain[0].buffer
             lhs = Side("store instances", None, None, [ev(q.lhs.coords[0])], "", [], [self._point(q.lhs.chain[0], ev)],
@@ -427,6 +499,15 @@ class KernelSolver:
             return (f"K tags differ: A operand lane {cex.lhs.lane} value {cex.lhs.value_index} has K tag "
                     f"{_k_of(cex.lhs.tag, -1)}, B operand lane {cex.rhs.lane} value {cex.rhs.value_index} has K tag "
                     f"{_k_of(cex.rhs.tag, -2)} (both are k = {cex.instruction.get('k')} of the instruction)")
+        if relation == "mask_rel":
+            lines = ", ".join(map(str, cex.rhs.coordinates)) or "?"
+            tag = f"{cex.lhs.tag_name}{tuple(cex.lhs.tag)}"
+            if cex.rhs.label.startswith("kept"):
+                how = (f"the select at line {lines} keeps it (its condition holds)" if cex.rhs.coordinates
+                       else "no select masks it")
+                return f"an element tagged {tag} leaks through the mask: {how}, but the predicate fails for it"
+            return (f"an element tagged {tag} is masked off by the select at line {lines}, but the predicate holds "
+                    f"for it: the mask removes an element it should keep")
         if not cex.lhs.tag or not cex.rhs.tag:
             return "an untagged value (Top) reaches the assertion on this path"
         return f"tag relation fails: lhs tag {tuple(cex.lhs.tag)} vs rhs tag {tuple(cex.rhs.tag)}"
@@ -447,6 +528,15 @@ def _access_message(relation: str, c: Counterexample) -> str:
         where = "" if (t_l, lhs.chain[0].iterations) != (t_r, rhs.chain[0].iterations) else " of two different blocks"
         return (f"element {at} of {lhs.tag_name} is written twice: by thread {t_l} {lhs.chain[0].iterations} and by "
                 f"thread {t_r} {rhs.chain[0].iterations}{where}")
+    if relation == "write_count" and rhs.kind == "missing":
+        buf = lhs.label.rsplit(" ", 1)[-1]
+        if lhs.tag_name == "excluded":
+            return (f"element {at} of {buf} (shape {tuple(rhs.coordinates)}) is never written: the only store "
+                    f"instance that writes it, thread {t_l} {lhs.chain[0].iterations}, is excluded by the store's "
+                    f"guard (sizes {c.sizes})")
+        return (f"element {at} of {buf} (shape {tuple(rhs.coordinates)}) is never written: the launch's blocks "
+                f"cover only {max(at)} of "
+                f"that dimension (sizes {c.sizes})")
     if relation == "write_count":
         return f"{lhs.coordinates[0]} store instances for {rhs.coordinates[0]} elements (sizes {c.sizes})"
     if relation == "raw_race":
@@ -456,7 +546,8 @@ def _access_message(relation: str, c: Counterexample) -> str:
         return (f"thread {t_r} overwrites {lhs.tag_name}{at} while thread {t_l}{who} may not have read it "
                 f"yet: no syncthreads() between the load and the store on some path")
     if relation == "async_exposed":
-        why = ("no async_wait() on some path" if c.instruction.get("waited") == 0 else
+        why = ("not waited for on some path (no async_wait(), or an async_wait(n) that leaves its copy group in "
+               "flight)" if c.instruction.get("waited") == 0 else
                "no syncthreads() after the copier's async_wait() on some path")
         return f"thread {t_l} loads {lhs.tag_name}{at}, copied asynchronously by thread {t_r}: {why}"
     if relation == "broadcast":
@@ -476,12 +567,14 @@ def _access_message(relation: str, c: Counterexample) -> str:
             f"{d['word_second']} of bank {d['word_first'] % BANKS}")
 
 
-def _rel_off_site(inv: str, span) -> RuleError:
-    """A rule bug, not a kernel bug: `rel` checks the lambda of an assert_tag, and this site has none."""
-    return RuleError(f"the rule of '{inv}' emits an obligation of relation 'rel' at {span.path}:{span.line}:"
-                     f"{span.col}, which is not an assert_tag: 'rel' checks the lambda of an "
-                     f"assert_tag(x, y, lambda ...), so bind the obligation's kernel and site with "
-                     f"assert_rel(k, s, ...)")
+def _rel_off_site(inv: str, span, relation: str = "rel", statement: str = "assert_tag") -> RuleError:
+    """A rule bug, not a kernel bug: `rel` (`mask_rel`) checks the lambda of an assert_tag
+    (assert_mask), and this site has none."""
+    call = "assert_tag(x, y, lambda ...)" if statement == "assert_tag" else "assert_mask(x, lambda ...)"
+    fact = "assert_rel" if statement == "assert_tag" else "assert_mask"
+    return RuleError(f"the rule of '{inv}' emits an obligation of relation '{relation}' at {span.path}:{span.line}:"
+                     f"{span.col}, which is not an {statement}: '{relation}' checks the lambda of an "
+                     f"{call}, so bind the obligation's kernel and site with {fact}(k, s, ...)")
 
 
 def _wrong_operands(inv: str, relation: str, lhs: int, rhs: int, span) -> RuleError:

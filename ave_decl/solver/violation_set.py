@@ -56,6 +56,7 @@ def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int 
         if limit != min(call_rlimit, total_rlimit - used):  # set only when it changes (near the end)
             limit = min(call_rlimit, total_rlimit - used)
             solver.set("rlimit", limit)
+        before = used
         result = solver.check()
         calls += 1
         used = rlimit_count(solver) - start
@@ -63,7 +64,7 @@ def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int 
             complete = True
             break
         if result != z3.sat:
-            wall_clock = stopped_by_wall_clock(solver)
+            wall_clock = stopped_by_wall_clock(solver, used - before, limit)
             break
         if len(points) >= max_points:
             break  # one more point exists beyond the cap

@@ -40,7 +40,7 @@ def _sub_each(text: str, op: str, line_pattern: str, edit: Callable[[re.Match, s
     out = []
     for i, line in enumerate(_lines(text)):
         m = re.search(line_pattern, line)
-        if m is None:
+        if m is None or line.lstrip().startswith("#"):  # comments are not code
             continue
         new = edit(m, line)
         if new is not None and new != line:
@@ -148,6 +148,96 @@ def drop_bounds_mask(text: str) -> list[Mutant]:
     return out
 
 
+_MASK = r"mask=(.+?)(?=, other=|\)\s*$)"
+
+
+def drop_mask(text: str) -> list[Mutant]:
+    """Remove the mask of a predicated load or store (and a load's default): it runs everywhere."""
+    def edit(m, line):
+        start = line.rfind(", ", 0, m.start())
+        end = m.end()
+        if line[end:].startswith(", other="):
+            end = line.index(")", end) if line.count("(", end) == 0 else _close(line, end)
+        return line[:start] + line[end:]
+    return _sub_each(text, "drop_mask", _MASK, edit, "mask of a predicated access removed")
+
+
+def _close(line: str, start: int) -> int:
+    """The index of the `)` that closes the call whose arguments continue at `start`."""
+    depth = 0
+    for i in range(start, len(line)):
+        if line[i] == "(":
+            depth += 1
+        elif line[i] == ")":
+            if depth == 0:
+                return i
+            depth -= 1
+    return len(line)
+
+
+def _conditions(line: str) -> list[tuple[int, int]]:
+    """(start, end) of the mask-like conditions on a line: a predicated access's `mask=`, an
+    `if`'s condition, a `select`'s first argument."""
+    out = []
+    m = re.search(_MASK, line)
+    if m:
+        out.append((m.start(1), m.end(1)))
+    m = re.fullmatch(r"\s*(?:el)?if (.+):\s*", line)
+    if m and " for " not in line:
+        out.append((m.start(1), m.end(1)))
+    m = re.search(r"\bselect\(", line)
+    if m:
+        args = _split_top(line[m.end():_close(line, m.end())])
+        if len(args) == 3:
+            out.append((m.end(), m.end() + len(args[0])))
+    return out
+
+
+def _comparison(cond: str) -> tuple[re.Match, int] | None:
+    """The first `<` / `<=` of a condition and where its right operand ends (at ` and `/` or `)."""
+    lt = re.search(r"(?<![<>=!])<=?(?![<=])", cond)
+    if lt is None:
+        return None
+    rest = re.search(r" and | or |$", cond[lt.end():])
+    return lt, lt.end() + (rest.start() if rest else len(cond) - lt.end())
+
+
+def _shift_condition(text: str, op: str, widen: bool, what: str) -> list[Mutant]:
+    def edit(_m, line):
+        for start, end in _conditions(line):
+            found = _comparison(line[start:end])
+            if found is None:
+                continue
+            lt, rhs_end = found
+            at, stop = start + lt.start(), start + rhs_end
+            strict = lt.group() == "<"
+            if widen:  # a < b -> a <= b;  a <= b -> a <= b + 1
+                return line[:at] + "<=" + line[at + 1:] if strict else line[:stop].rstrip() + " + 1" + line[stop:]
+            # a < b -> a < b - 1;  a <= b -> a < b
+            return line[:stop].rstrip() + " - 1" + line[stop:] if strict else line[:at] + "<" + line[at + 2:]
+        return None
+    return _sub_each(text, op, r"mask=|\bif |\bselect\(", edit, what)
+
+
+def widen_mask(text: str) -> list[Mutant]:
+    """A mask, guard or select condition that admits one element too many (`<` -> `<=`, `<= b` ->
+    `<= b + 1`): a tail load out of bounds, a causal mask that leaks the next key."""
+    return _shift_condition(text, "widen_mask", True, "mask admits one element too many")
+
+
+def narrow_mask(text: str) -> list[Mutant]:
+    """A mask, guard or select condition that drops its last element (`< b` -> `< b - 1`, `<=` ->
+    `<`): an output row never written, the diagonal masked off."""
+    return _shift_condition(text, "narrow_mask", False, "mask drops its last element")
+
+
+def wait_group_count(text: str) -> list[Mutant]:
+    """Wait for one copy group too few: `async_wait(n)` becomes `async_wait(n + 1)`."""
+    return _sub_each(text, "wait_group_count", r"async_wait\((\d+)\)",
+                     lambda m, line: line[:m.start(1)] + str(int(m.group(1)) + 1) + line[m.end(1):],
+                     "async_wait(n) leaves one more copy group in flight")
+
+
 def wrong_kv_head(text: str) -> list[Mutant]:
     """Map query head h to KV head h % G instead of h // G (grouped-query attention)."""
     return _sub_each(text, "wrong_kv_head", r"^\s*\w+ = h // (\d+)\s*$",
@@ -232,6 +322,10 @@ OPERATORS: dict[str, Callable[[str], list[Mutant]]] = {
     "wrong_reduction_width": wrong_reduction_width,
     "wrong_expert_index": wrong_expert_index,
     "ldmatrix_matrix_order": ldmatrix_matrix_order,
+    "drop_mask": drop_mask,
+    "widen_mask": widen_mask,
+    "narrow_mask": narrow_mask,
+    "wait_group_count": wait_group_count,
 }
 
 

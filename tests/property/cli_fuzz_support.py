@@ -16,9 +16,11 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,9 +59,12 @@ class Hang(BaseException):
 @contextmanager
 def hang_guard(seconds: float = HANG_BOUND_S):
     """Fail (raise Hang) if the body runs longer than `seconds` (SIGALRM: works in the main thread,
-    also interrupts a blocking open() of a FIFO)."""
+    also interrupts a blocking open() of a FIFO). The message gives the CPU time the run used, so
+    a starved process on an overloaded machine (little CPU) can be told from a busy loop."""
+    cpu = time.process_time()
+
     def on_alarm(signum, frame):
-        raise Hang(f"the run did not end within {seconds} s")
+        raise Hang(f"the run did not end within {seconds} s (it used {time.process_time() - cpu:.1f} s of CPU)")
 
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -102,12 +107,31 @@ def invoke(args: list[str]) -> Outcome:
     mapping fails the test with its traceback; one the CLI maps to exit 70 is re-raised below
     (bypassing the mapping) so that the failure shows where it came from."""
     runner = CliRunner()
-    with hang_guard():
-        r = runner.invoke(main, args, catch_exceptions=False)
+    try:
+        with hang_guard():
+            r = runner.invoke(main, args, catch_exceptions=False)
+    except Hang:
+        _keep_inputs(args)
+        raise
     outcome = Outcome(list(args), r.exit_code, r.stdout, r.stderr)
     if outcome.code == 70:
         outcome.raw_traceback = _unmapped_traceback(args)
     return outcome
+
+
+def _keep_inputs(args: list[str]) -> None:
+    """With AVE_CLI_FUZZ_KEEP=DIR, a run that hangs leaves its arguments and input files in DIR
+    (Hypothesis does not shrink a BaseException, so this is the only record of the input)."""
+    keep = os.environ.get("AVE_CLI_FUZZ_KEEP")
+    if not keep:
+        return
+    out = Path(keep) / f"hang-{os.getpid()}-{time.time_ns()}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "args.json").write_text(json.dumps(args))
+    for i, a in enumerate(args):
+        p = Path(a)
+        if p.is_file():
+            shutil.copyfile(p, out / f"{i}-{p.name}")
 
 
 def _unmapped_traceback(args: list[str]) -> str:

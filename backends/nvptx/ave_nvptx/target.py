@@ -111,6 +111,12 @@ class NvptxTarget(CodegenTarget):
     def async_wait(self, b):
         self._call(b, "llvm.nvvm.cp.async.wait.all", ir.VoidType(), [])
 
+    def async_commit(self, b):
+        self._call(b, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), [])
+
+    def async_wait_group(self, b, n):
+        self._call(b, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [ir.Constant(I32, n)])
+
     def finish(self, module, fn, info: LoweredKernel):
         if self.shared is not None:
             size = max(16, info.shared_bytes)
