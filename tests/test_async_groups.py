@@ -116,6 +116,7 @@ def test_nvptx_emits_commit_and_wait_group():
     assert "cp.async.wait_group 1;" in out and "cp.async.wait_group 0;" in out
 
 
+@pytest.mark.slow
 def test_the_three_stage_pipeline_runs_on_the_host(ave):
     r = ave("run", PIPELINE3, "--sizes", "M=64,N=64,K=256")
     assert r.code == 0, r.out + r.err

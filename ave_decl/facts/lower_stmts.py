@@ -8,6 +8,13 @@ from ..lang import ast as A
 from ..lang.resolve import BUILTINS, free_names
 from .values import Binding, Buffer, BVal, Conditional, DVal, InstrVal, IVal, LayoutVal, LoopLocal, const_size, describe
 
+def _new_data_scalars(before: dict, after: dict) -> dict:
+    """Bindings of data scalars (implicit 0-d registers) that a branch introduced: the other branch
+    must store into the same register, or the join would keep only one branch's value."""
+    return {name: b for name, b in after.items() if name not in before and isinstance(b.value, Buffer)
+            and b.value.implicit}
+
+
 MAX_WAIT_GROUPS = 7  # copy groups a thread may leave in flight (the rules count commits up to n + 1)
 
 
@@ -104,14 +111,20 @@ class StatementLowering:
         results = []
         for pol, body in ((1, s.body), (0, s.orelse)):
             self.env = dict(before)
+            if pol == 0:  # a data scalar the then-branch declared is the same variable in the else-branch
+                self.env.update(_new_data_scalars(before, results[0][0]))
             self.preds = [node]
             if cond is not None:
                 self.guards.append((cond, pol))
+            else:
+                self.data_guarded += 1
             self.scope_stack.append(self._new_scope())
             self.block(body)
             self.scope_stack.pop()
             if cond is not None:
                 self.guards.pop()
+            else:
+                self.data_guarded -= 1
             results.append((dict(self.env), list(self.preds)))
         (env_then, preds_then), (env_else, preds_else) = results
         merged = dict(before)

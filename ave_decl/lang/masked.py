@@ -3,9 +3,14 @@
 Both are rewritten, right after parsing, into the `if` statements they mean, so the verifier,
 the simulator and the backends see one construct (a guarded access) and agree on it:
 
-    y = f(load(A[i, j], mask=c, other=0.0))   ->   if c: y = f(A[i, j])
-                                                   else: y = f(0.0)
-    store(C[i, j], v, mask=c)                  ->   if c: C[i, j] = v
+    B[i] = f(load(A[i, j], mask=c, other=0.0))   ->   if c: B[i] = f(A[i, j])
+                                                      else: B[i] = f(0.0)
+    y = f(load(A[i, j], mask=c, other=0.0))      ->   y = f(0.0)
+                                                      if c: y = f(A[i, j])
+    store(C[i, j], v, mask=c)                     ->   if c: C[i, j] = v
+
+(a name gets its default first, so it is one variable on both paths; a branch-local name per
+branch would be two).
 
 The load happens only where the mask holds, so bounds are checked under the mask (the `if`
 guards its instances), and the default value (`other`, 0.0 unless given) is what the masked-off
@@ -89,23 +94,37 @@ def _one_load(value: A.Expr, where: str) -> A.Call | None:
     return loads[0] if loads else None
 
 
-def _assignment(s: A.Assign | A.AugAssign) -> A.Stmt:
+def _names(e) -> set[str]:
+    stack, out = [e], set()
+    while stack:
+        n = stack.pop()
+        if isinstance(n, A.Name):
+            out.add(n.id)
+        stack.extend(children(n))
+    return out
+
+
+def _assignment(s: A.Assign | A.AugAssign) -> tuple[A.Stmt, ...]:
     if isinstance(s.target, A.Subscript):
         for x in s.target.indices:
             if (bad := _one_load(x, "index")) is not None:
                 raise _err("load() cannot be used inside an index", bad)
     call = _one_load(s.value, "statement")
     if call is None:
-        return s
+        return (s,)
     ref, mask, other = _masked_parts(call)
     then = replace(s, value=_substitute(s.value, call, ref))
     if mask is None:  # an unmasked load(...) is a plain load
-        return then
+        return (then,)
     orelse = replace(s, value=_substitute(s.value, call, other))
-    return A.If(mask, (then,), (orelse,), s.span)
+    if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.target.id not in _names(s.value):
+        # a name possibly first assigned here: the default first, then the load where the mask holds,
+        # so the name is one variable on both paths (not one per branch)
+        return (orelse, A.If(mask, (then,), (), s.span))
+    return (A.If(mask, (then,), (orelse,), s.span),)
 
 
-def _store(s: A.ExprStmt, call: A.Call) -> A.Stmt:
+def _store(s: A.ExprStmt, call: A.Call) -> tuple[A.Stmt, ...]:
     for kw in call.kwargs:
         if kw.name != "mask":
             raise _err(f"store() has no keyword '{kw.name}' (it takes mask=)", kw)
@@ -114,12 +133,12 @@ def _store(s: A.ExprStmt, call: A.Call) -> A.Stmt:
     ref, value = call.args
     if not isinstance(ref, A.Subscript):
         raise _err("the first argument of store() must be an indexed reference such as C[i, j]", ref)
-    stmt = _assignment(A.Assign(ref, value, s.span))
+    stmts = _assignment(A.Assign(ref, value, s.span))
     mask = call.kwarg("mask")
-    return stmt if mask is None else A.If(mask, (stmt,), (), s.span)
+    return stmts if mask is None else (A.If(mask, stmts, (), s.span),)
 
 
-def _stmt(s: A.Stmt) -> A.Stmt:
+def _stmt(s: A.Stmt) -> tuple[A.Stmt, ...]:
     if isinstance(s, (A.Assign, A.AugAssign)):
         return _assignment(s)
     if isinstance(s, A.ExprStmt):
@@ -127,14 +146,14 @@ def _stmt(s: A.Stmt) -> A.Stmt:
             return _store(s, s.expr)
         if (bad := _one_load(s.expr, "statement")) is not None:
             raise _err("a load(...) is a value: assign it, e.g. x = load(A[i], mask=i < M)", bad)
-        return s
+        return (s,)
     if isinstance(s, A.For):
         _no_access_call(s.iter)
-        return replace(s, body=_block(s.body))
+        return (replace(s, body=_block(s.body)),)
     if isinstance(s, A.If):
         _no_access_call(s.cond)
-        return replace(s, body=_block(s.body), orelse=_block(s.orelse))
-    return s
+        return (replace(s, body=_block(s.body), orelse=_block(s.orelse)),)
+    return (s,)
 
 
 def _no_access_call(e: A.Expr) -> None:
@@ -145,7 +164,7 @@ def _no_access_call(e: A.Expr) -> None:
 
 
 def _block(body: tuple[A.Stmt, ...]) -> tuple[A.Stmt, ...]:
-    return tuple(_stmt(s) for s in body)
+    return tuple(out for s in body for out in _stmt(s))
 
 
 def _uses(module: A.Module) -> bool:

@@ -34,6 +34,7 @@ class AccessQueries:
         for _k, la, sa, carrier in derived.get("war_candidate", []):
             self.war.setdefault((la, sa), []).append(carrier)
         self.guarded = GuardedCoverage(self)
+        self.data_guarded = {s for _k, s in view.kf.relation("data_guard")}
         # (load, copy) -> {(carrier, loop h, d back edges of h, loop l left, x back edges of l): least state}
         self.exposed: dict[tuple[int, int], dict[tuple[int, int, int, int, int], int]] = {}
         for _k, la, sa, carrier, st, h, d, left, x in derived.get("async_exposed", []):
@@ -96,6 +97,9 @@ class AccessQueries:
         buf = self.view.accesses[aid].buffer
         stores = [a for a in self.view.accesses.values() if a.buffer == buf and a.kind == "store"]
         inst = self.enc.new_instance(site, "u")
+        if any(st.stmt in self.data_guarded for st in stores):
+            return [self._posed_unknown(aid, inst, "a store into the output runs under a condition on data: whether "
+                                                   "every element is written depends on the values")]
         if len(stores) == 1:
             return self.guarded.write_count(stores[0], inst)
         if any(self.view.all_guards(st.stmt) for st in stores):

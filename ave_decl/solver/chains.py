@@ -20,6 +20,7 @@ from .smt import Encoder, Instance, as_int
 
 MAX_DEPTH = 24
 KILL_DEPTH = 3  # later iterations instantiated per overwriting store, at least (see kill_depth)
+MAX_STAGES = 8  # a leading extent above this is a data dimension, not pipeline stages
 
 
 def kill_depth(view: KernelView) -> int:
@@ -30,7 +31,7 @@ def kill_depth(view: KernelView) -> int:
     any depth keeps the alternatives sound; too small a depth only costs precision."""
     stages = [view.kf.table.nodes[dims[0]].value for b, dims in view.dims.items()
               if view.buffers[b][0] == "shared" and len(dims) >= 3 and view.kf.table.nodes[dims[0]].op == "const"]
-    return max([KILL_DEPTH] + [s + 1 for s in stages])
+    return max([KILL_DEPTH] + [s + 1 for s in stages if s <= MAX_STAGES])
 
 
 @dataclass
@@ -445,6 +446,7 @@ class Expander:
                 coords = [as_int(row), as_int(col)]
                 out.append(Alt(tag, f"{instr.name}({a.tag_name}, {b.tag_name})", coords,
                                cons + a.constraints + b.constraints, mma_steps, unknown))
-        # the result takes its tag from the products that contribute; only when every alternative
-        # has a zero operand is the result zero (docs/language.md, Zero tags)
-        return out or zeros
+        # the result takes its tag from the products that contribute; where a product has a zero
+        # operand the result may be a zero (every product of the slot zero): that alternative is
+        # kept, so an in-range result the masks zeroed out is not hidden (docs/language.md, Zero tags)
+        return out + zeros

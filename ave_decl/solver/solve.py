@@ -259,7 +259,7 @@ class KernelSolver:
                 pred = as_bool(self.enc.term(self.view.assert_mask[site], env))
             except KeyError:  # the predicate names a component the tag does not have
                 out.append(Query(inst.constraints + alt.constraints, self.enc.bool_val(True), alt, alt, inst, inst,
-                                 inst))
+                                 inst, {"kept": self.enc.bool_val(True)}))
                 continue
             kept = z3.And(*alt.flow) if alt.flow else self.enc.bool_val(True)
             out.append(Query(inst.constraints + alt.constraints, kept != pred, alt, alt, inst, inst, inst,
