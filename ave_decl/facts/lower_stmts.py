@@ -8,6 +8,7 @@ from ..lang import ast as A
 from ..lang.resolve import BUILTINS, free_names
 from .values import Binding, Buffer, BVal, Conditional, DVal, InstrVal, IVal, LayoutVal, LoopLocal, const_size, describe
 
+
 def _new_data_scalars(before: dict, after: dict) -> dict:
     """Bindings of data scalars (implicit 0-d registers) that a branch introduced: the other branch
     must store into the same register, or the join would keep only one branch's value."""
