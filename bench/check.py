@@ -2,14 +2,22 @@
 
 Prints milliseconds per phase and the warm/cold ratio; the machine is noisy, so compare ratios
 within one run rather than absolute numbers across runs. Usage: python bench/check.py [--repeat N]
+
+`--against REV` measures a git revision too (extracted with `git worktree` into a temporary
+directory): for each example, fresh processes of both trees alternate, each timing one cold run
+and the median of N warm runs, so a busy machine slows both sides alike; the table gives the
+warm and cold totals of both and the ratio now / REV. This replaces switches for "the old path"
+in the product code.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,16 +67,71 @@ def one_run(path: Path) -> dict[str, float]:
     return t
 
 
+def child_runs(path: Path, repeat: int) -> dict:
+    """One cold run, then the median of `repeat` warm runs, in this (fresh) process."""
+    cold = one_run(path)
+    one_run(path)
+    warm = statistics.median(one_run(path)["total"] for _ in range(repeat))
+    return {"cold": cold["total"], "warm": warm, "verdict": cold["verdict"]}
+
+
+def against(rev: str, examples: list[Path], repeat: int, rounds: int) -> None:
+    """Alternate fresh processes of this tree and of `rev` per example; print totals and ratios."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
+                       capture_output=True)
+        try:
+            print(f"warm = median of {repeat} in-process runs; cold = first run; median over {rounds} "
+                  f"alternating rounds; ms; ratio = this tree / {rev}")
+            print(f"{'example':34} {'warm':>8} {rev[:8]:>8} {'ratio':>6}   {'cold':>8} {rev[:8]:>8} {'ratio':>6}")
+            sums = [0.0] * 4
+            for path in examples:
+                if not (tree / path.relative_to(ROOT)).exists():
+                    print(f"{path.stem:34} (not in {rev})")
+                    continue
+                rows: dict[str, list[dict]] = {"now": [], "rev": []}
+                for _ in range(rounds):
+                    for side, root in (("now", ROOT), ("rev", tree)):
+                        env = {**os.environ, "PYTHONPATH": str(root)}
+                        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child-runs",
+                                              str(root / path.relative_to(ROOT)), "--repeat", str(repeat)],
+                                             capture_output=True, text=True, check=True, cwd=root, env=env)
+                        rows[side].append(json.loads(out.stdout))
+                med = {side: {k: statistics.median(r[k] for r in rs) for k in ("warm", "cold")}
+                       for side, rs in rows.items()}
+                cells = [med["now"]["warm"], med["rev"]["warm"], med["now"]["cold"], med["rev"]["cold"]]
+                sums = [a + b for a, b in zip(sums, cells)]
+                print(f"{path.stem:34} {cells[0]:8.0f} {cells[1]:8.0f} {cells[0] / cells[1]:6.2f}   "
+                      f"{cells[2]:8.0f} {cells[3]:8.0f} {cells[2] / cells[3]:6.2f}")
+            print(f"{'sum':34} {sums[0]:8.0f} {sums[1]:8.0f} {sums[0] / sums[1]:6.2f}   "
+                  f"{sums[2]:8.0f} {sums[3]:8.0f} {sums[2] / sums[3]:6.2f}")
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--against", metavar="REV", help="also measure this git revision, alternating processes")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per example with --against")
+    ap.add_argument("--only", nargs="+", metavar="STEM", help="these examples only (file stems)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-runs", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(one_run(Path(args.child))))
         return
+    if args.child_runs:
+        print(json.dumps(child_runs(Path(args.child_runs), args.repeat)))
+        return
     sys.path.insert(0, str(ROOT))
     examples = sorted((ROOT / "examples").glob("*.ave"))
+    if args.only:
+        examples = [p for p in examples if p.stem in args.only]
+    if args.against:
+        against(args.against, examples, args.repeat, args.rounds)
+        return
     header = f"{'example':34} {'mode':5} " + " ".join(f"{p:>9}" for p in PHASES) + f" {'total':>9}  verdict"
     print("engine: embedded (clingo); times in ms; warm = median of", args.repeat, "runs in one process")
     print(header)

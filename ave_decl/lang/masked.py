@@ -49,15 +49,19 @@ def _masked_parts(call: A.Call) -> tuple[A.Subscript, A.Expr | None, A.Expr]:
     return ref, call.kwarg("mask"), other if other is not None else A.Float(0.0, call.span)
 
 
-def _calls(node, names: tuple[str, ...]) -> Iterator[A.Call]:
-    """The calls of `names` in a statement or expression, in source order (not inside lambdas)."""
+def _nodes(node, into_lambdas: bool = True) -> Iterator:
+    """Every node of a statement or expression, in source order (optionally not inside lambdas)."""
     stack = [node]
     while stack:
         n = stack.pop()
-        if isinstance(n, A.Call) and n.func_name in names:
-            yield n
-        if not isinstance(n, A.Lambda):
+        yield n
+        if into_lambdas or not isinstance(n, A.Lambda):
             stack.extend(reversed(children(n)))
+
+
+def _calls(node, names: tuple[str, ...]) -> Iterator[A.Call]:
+    """The calls of `names` in a statement or expression, in source order (not inside lambdas)."""
+    return (n for n in _nodes(node, into_lambdas=False) if isinstance(n, A.Call) and n.func_name in names)
 
 
 def _find_loads(e, out: list[A.Call]) -> None:
@@ -95,13 +99,7 @@ def _one_load(value: A.Expr, where: str) -> A.Call | None:
 
 
 def _names(e) -> set[str]:
-    stack, out = [e], set()
-    while stack:
-        n = stack.pop()
-        if isinstance(n, A.Name):
-            out.add(n.id)
-        stack.extend(children(n))
-    return out
+    return {n.id for n in _nodes(e) if isinstance(n, A.Name)}
 
 
 def _assignment(s: A.Assign | A.AugAssign) -> tuple[A.Stmt, ...]:

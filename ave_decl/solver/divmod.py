@@ -23,47 +23,130 @@ from __future__ import annotations
 import z3
 
 Interval = tuple[int, int]
+
+
+def _unchecked(api):
+    """The ctypes function behind a z3core wrapper, without the error-code check the wrapper does
+    after every call (a third of the rewrite's time): these getters cannot fail on a live term."""
+    try:
+        return api.__defaults__[-1].f
+    except (AttributeError, IndexError, TypeError):  # another z3 packaging: keep the checked call
+        return api
+
+
+_ast_id = _unchecked(z3.Z3_get_ast_id)
+_ast_kind = _unchecked(z3.Z3_get_ast_kind)
+_num_args = _unchecked(z3.Z3_get_app_num_args)
+_arg = _unchecked(z3.Z3_get_app_arg)
+_app_decl = _unchecked(z3.Z3_get_app_decl)
+_decl_kind = _unchecked(z3.Z3_get_decl_kind)
+
+
+def _wrap(a: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
+    """The Python reference of a raw term (it takes a Z3 reference count), typed by its sort."""
+    return z3.z3._to_expr_ref(a, ctx)
 Linear = tuple[dict[int, tuple[z3.ArithRef, int]], int]  # atom id -> (atom, coefficient), constant
 
 
 class DivModSimplifier:
-    """One per query: memoises rewritten terms and records which ranged variables were relied on."""
+    """Memoises rewritten terms and records which ranged variables each rewrite relied on.
+
+    One simplifier may serve every query of a kernel (the encoder keeps one): a memo entry
+    carries the ranged variables its rewrite used, so `normalise` asserts, per query, exactly
+    the ranges that query's rewrites relied on, in first-use order, whatever was memoised."""
 
     def __init__(self, ranges: dict[int, Interval], ctx: z3.Context):
         self.ranges = ranges
         self.ctx = ctx
-        self.used: dict[int, z3.ArithRef] = {}  # ranged variables whose range a rewrite relied on
-        # keyed by AST id; each entry keeps its key term alive, or Z3 could reuse the id for a
-        # new term once the caller drops the old one
-        self._memo: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
-        self._intervals: dict[int, tuple[z3.ExprRef, Interval | None]] = {}
+        # keyed by AST id: (the top-level term it was asked for, to keep its id alive, or None;
+        # the rewritten term when it differs, or None; the ranged variables relied on)
+        self._memo: dict[int, tuple[z3.ExprRef | None, z3.ExprRef | None, dict[int, z3.ArithRef]]] = {}
+        self._cref = ctx.ref()
+        self._intervals: dict[int, tuple[z3.ExprRef, Interval | None, dict[int, z3.ArithRef]]] = {}
+        self._frames: list[dict[int, z3.ArithRef]] = [{}]  # ranged variables used, per open rewrite
+        self._bounds: dict[int, list[z3.BoolRef]] = {}
+
+    @property
+    def used(self) -> dict[int, z3.ArithRef]:
+        """Ranged variables that the `formula` calls so far relied on."""
+        return self._frames[0]
 
     # --------------------------------------------------------------- public
     def formula(self, f: z3.ExprRef) -> z3.ExprRef:
         return self._rewrite(f)
 
     def range_constraints(self) -> list[z3.BoolRef]:
+        return self._range_constraints(self.used)
+
+    def normalise(self, formulas: list[z3.BoolRef]) -> list[z3.BoolRef]:
+        """The formulas rewritten, then the ranges those rewrites relied on (one query's worth)."""
+        self._frames.append({})
+        out = [self._rewrite(f) for f in formulas]
+        return out + self._range_constraints(self._frames.pop())
+
+    def knows(self, key: int) -> bool:
+        """Whether a memo entry depends on the AST `key` (a variable whose range is set late)."""
+        return key in self._memo or key in self._intervals
+
+    def _range_constraints(self, used: dict[int, z3.ArithRef]) -> list[z3.BoolRef]:
         out = []
-        for key, var in self.used.items():
-            lo, hi = self.ranges[key]
-            out += [var >= lo, var <= hi]
+        for key, var in used.items():
+            if key not in self._bounds:
+                lo, hi = self.ranges[key]
+                self._bounds[key] = [var >= lo, var <= hi]
+            out += self._bounds[key]
         return out
+
+    def _note(self, used: dict[int, z3.ArithRef]) -> None:
+        top = self._frames[-1]
+        for key, var in used.items():
+            if key not in top:
+                top[key] = var
 
     # --------------------------------------------------------------- rewrite
     def _rewrite(self, t: z3.ExprRef) -> z3.ExprRef:
         key = t.get_id()
-        if key in self._memo:
-            return self._memo[key][1]
-        r = t
-        if z3.is_app(t) and t.num_args() > 0 and not z3.is_quantifier(t):
-            args = [self._rewrite(t.arg(i)) for i in range(t.num_args())]
-            k = t.decl().kind()
-            if k in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) and z3.is_int_value(args[1]) and args[1].as_long() > 0:
-                r = self._divmod(k == z3.Z3_OP_IDIV, args[0], args[1].as_long())
-            elif any(not a.eq(t.arg(i)) for i, a in enumerate(args)):
-                r = t.decl()(*args)
-        self._memo[key] = (t, r)
-        return r
+        hit = self._memo.get(key)
+        if hit is None:
+            self._raw(t.as_ast(), t)
+            hit = self._memo[key]
+        else:
+            self._note(hit[2])
+        return hit[1] if hit[1] is not None else t
+
+    def _raw(self, a: z3.Ast, keep: z3.ExprRef | None = None) -> z3.Ast:
+        """Rewrite one AST through the C API (a Python wrapper per node would cost most of the
+        time); memo entries hold a wrapper of each term they create, and of `keep`, the caller's
+        top-level term, so their ids stay theirs. Children stay alive through their parents."""
+        c = self._cref
+        key = _ast_id(c, a)
+        hit = self._memo.get(key)
+        if hit is not None:
+            self._note(hit[2])
+            return a if hit[1] is None else hit[1].as_ast()
+        self._frames.append({})
+        made: z3.ExprRef | None = None
+        n = _num_args(c, a) if _ast_kind(c, a) == z3.Z3_APP_AST else 0
+        if n:
+            kids = [_arg(c, a, i) for i in range(n)]
+            args = [self._raw(k) for k in kids]
+            decl = _app_decl(c, a)
+            kind = _decl_kind(c, decl)
+            divisor = self._positive_numeral(args[1]) if kind in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) else None
+            if divisor is not None:
+                made = self._divmod(kind == z3.Z3_OP_IDIV, _wrap(args[0], self.ctx), divisor)
+            elif any(x.value != y.value for x, y in zip(args, kids)):
+                made = _wrap(z3.Z3_mk_app(c, decl, n, (z3.Ast * n)(*args)), self.ctx)
+        used = self._frames.pop()
+        self._memo[key] = (keep, made, used)
+        self._note(used)
+        return a if made is None else made.as_ast()
+
+    def _positive_numeral(self, a: z3.Ast) -> int | None:
+        if _ast_kind(self._cref, a) != z3.Z3_NUMERAL_AST:
+            return None
+        v = int(z3.Z3_get_numeral_string(self._cref, a))
+        return v if v > 0 else None
 
     def _divmod(self, is_div: bool, x: z3.ArithRef, c: int) -> z3.ArithRef:
         if c == 1:
@@ -159,15 +242,18 @@ class DivModSimplifier:
     def interval(self, t: z3.ArithRef) -> Interval | None:
         """Known bounds of an integer term from the variable ranges (None when unbounded)."""
         key = t.get_id()
-        if key in self._intervals:
-            return self._intervals[key][1]
+        hit = self._intervals.get(key)
+        if hit is not None:
+            self._note(hit[2])
+            return hit[1]
+        self._frames.append({})
         r: Interval | None = None
         if z3.is_int_value(t):
             r = (t.as_long(), t.as_long())
         elif z3.is_const(t):
             r = self.ranges.get(key)
             if r is not None:
-                self.used[key] = t
+                self._frames[-1][key] = t
         elif z3.is_app(t) and t.num_args() == 2 and z3.is_int_value(t.arg(1)) and t.arg(1).as_long() > 0:
             c, k = t.arg(1).as_long(), t.decl().kind()
             inner = self.interval(t.arg(0)) if k in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) else None
@@ -179,5 +265,7 @@ class DivModSimplifier:
             terms, const = self._linear(t)
             if len(terms) != 1 or next(iter(terms.values()))[0].get_id() != key:
                 r = self._interval_linear(terms, const)
-        self._intervals[key] = (t, r)
+        used = self._frames.pop()
+        self._intervals[key] = (t, r, used)
+        self._note(used)
         return r

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import z3
 
 from ..facts.view import KernelView
+from . import budgets
 from .divmod import DivModSimplifier
 
 BV_WIDTH = 32
@@ -50,11 +51,21 @@ class Encoder:
         self._bits: dict[int, list[z3.BoolRef]] = {}
         self._functions: dict[str, z3.FuncDeclRef] = {}
         self.index_reads: list[tuple[str, list[z3.ArithRef], z3.ArithRef]] = []  # of the last query_solver
+        self._normaliser: DivModSimplifier | None = None  # shared by this kernel's queries
+
+    def normaliser(self) -> DivModSimplifier:
+        """The kernel's div/mod simplifier: queries share instances, chains and base
+        constraints, so each term is rewritten once per kernel, not once per query."""
+        if self._normaliser is None:
+            self._normaliser = DivModSimplifier(self.ranges, self.ctx)
+        return self._normaliser
 
     def set_range(self, var: z3.ArithRef, lo: int, hi: int) -> None:
         """Record that every execution keeps `var` in [lo, hi] (a thread id, lane, slot, loop counter)."""
         self.ranges[var.get_id()] = (lo, hi)
         self._ranged.append(var)
+        if self._normaliser is not None and self._normaliser.knows(var.get_id()):
+            self._normaliser = None  # a rewrite memoised before this range was known
 
     def int_var(self, name: str) -> z3.ArithRef:
         return z3.Int(name, self.ctx)
@@ -82,8 +93,7 @@ class Encoder:
         `terms` contain (terms that later push/pop queries will constrain)."""
         s = self.solver(timeout_ms, rlimit)
         if NORMALISE_DIVMOD:
-            simplifier = DivModSimplifier(self.ranges, self.ctx)
-            formulas = [simplifier.formula(f) for f in formulas] + simplifier.range_constraints()
+            formulas = self.normaliser().normalise(formulas)
         s.add(*formulas)
         self.index_reads = self._index_reads([*formulas, *terms])
         for name, args, app in self.index_reads:
@@ -92,6 +102,26 @@ class Encoder:
             if injective and len(args) == 1:
                 s.add(self._functions[f"uf:{name}:inv"](app) == args[0])
         return s
+
+    def proved_linearly(self, solver: z3.Solver, timeout_ms: int) -> bool:
+        """Whether the solver's assertions are unsatisfiable by linear integer reasoning alone
+        (Z3's nonlinear arithmetic off, a deterministic work budget). Why: index algebra is
+        linear once div/mod are normalised, and the nonlinear engine, on by default because
+        sizes multiply (M * N), makes some of those proofs slow and fragile: the same query took
+        0.01 s or over 10 s depending on heuristic choices that depend on which terms the
+        kernel's other obligations had created. An UNSAT here is an UNSAT of the very same
+        formulas (disabling a theory module only makes Z3 less complete), so it proves the
+        query; anything else (sat, unknown, budget spent) says nothing and the full solver runs."""
+        assertions = solver.assertions()
+        for seed in budgets.LINEAR_PROOF_SEEDS:  # a small portfolio: the search's luck varies by seed
+            linear = self.solver(timeout_ms, budgets.LINEAR_PROOF_RLIMIT)
+            linear.set("arith.nl", False)
+            linear.set("random_seed", seed)
+            linear.add(assertions)
+            result = linear.check()
+            if result != z3.unknown:  # a linear model is a model: no other seed can prove it
+                return result == z3.unsat
+        return False
 
     def _index_reads(self, formulas: list[z3.BoolRef]) -> list[tuple[str, list[z3.ArithRef], z3.ArithRef]]:
         """The index-tensor applications in the formulas: (tensor, arguments, application)."""

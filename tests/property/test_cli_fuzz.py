@@ -9,8 +9,8 @@ real `python -m ave_decl.cli` process.
 
 Budgets are explicit per profile (`budget(default, long)`): the default profile (`make test`)
 runs about 215 inputs in about 40 s; `--hypothesis-profile=long` runs >= 100,000 kernel
-inputs: 50,000 through the front end (`ave facts`, test_front_end_survives_fuzzed_kernel_files),
-about 54,000 through `ave check` (12,000 runs of 1-8 files), a few thousand through the rest.
+inputs: 75,000 through the front end (`ave facts`, test_front_end_survives_fuzzed_kernel_files),
+about 18,000 through `ave check` (4,000 runs of 1-8 files), about 10,000 through the rest.
 Set AVE_CLI_FUZZ_TALLY=FILE to have the count of inputs actually run written to FILE.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ KNOWN_BAD = sorted(HOSTILE_KERNELS)
 
 # ---------------------------------------------------------------- ave check on fuzzed files
 
-@settings(max_examples=budget(40, 50_000), **FUZZ)
+@settings(max_examples=budget(40, 75_000), **FUZZ)
 @given(data=kernel_bytes())
 @example(data=HOSTILE_KERNELS["nested_ifs_700"].encode())
 @example(data=HOSTILE_KERNELS["huge_shift"].encode())
@@ -69,7 +69,7 @@ def test_front_end_survives_fuzzed_kernel_files(data):
         assert_well_behaved(o, [path])
 
 
-@settings(max_examples=budget(15, 12_000), **FUZZ)
+@settings(max_examples=budget(15, 4_000), **FUZZ)
 @given(files=st.lists(kernel_bytes(), min_size=1, max_size=8), as_json=st.booleans())
 @example(files=[HOSTILE_KERNELS["loop_variable_after_loop"].encode()], as_json=False)
 @example(files=[HOSTILE_KERNELS["nested_ifs_700"].encode()], as_json=False)
