@@ -29,6 +29,7 @@ from .lang.source import SourceFile
 from .report.model import ErrorReport, KernelReport, Location, Report, Verdict
 from .report.relations import RelationDump, RelationTuple
 from .report.suppress import annotate
+from .solver import fast_z3
 from .solver.derived_facts import add_semantic_facts
 from .solver.solve import KernelSolver
 
@@ -97,6 +98,12 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
         relations: list[RelationDump] | None = None) -> Report:
     """Check every kernel; with `opts.print_relations`, the tuples of those relations are
     appended to `relations` (one RelationDump per kernel and relation)."""
+    with fast_z3():
+        return _run(sources, opts, read_errors, relations)
+
+
+def _run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport] | None,
+         relations: list[RelationDump] | None) -> Report:
     report = Report(engine=opts.engine)
     report.errors.extend(read_errors or [])
     if opts.engine not in ENGINES:

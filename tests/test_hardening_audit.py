@@ -339,9 +339,21 @@ def test_zero_file_timeout_means_no_limit_with_several_jobs(tmp_path):
 # ------------------------------------------------------------------ 5. --no-timings: byte-identical JSON
 def _cli(*args, seed: int) -> subprocess.CompletedProcess:
     """A fresh interpreter per run, each with another hash seed: set and dict orders differ."""
-    env = {**os.environ, "PYTHONHASHSEED": str(seed)}
-    return subprocess.run([sys.executable, "-m", "ave_decl.cli", *map(str, args)], capture_output=True,
-                          cwd=ROOT, env=env)
+    return _cli_together([args], seeds=(seed,))[0]
+
+
+def _cli_together(runs: list[tuple], seeds: tuple[int, ...]) -> list[subprocess.CompletedProcess]:
+    """Fresh interpreters running at the same time, one per (arguments, hash seed)."""
+    procs = []
+    for args, seed in zip(runs, seeds):
+        cmd = [sys.executable, "-m", "ave_decl.cli", *map(str, args)]
+        procs.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                                            env={**os.environ, "PYTHONHASHSEED": str(seed)})))
+    out = []
+    for cmd, p in procs:
+        stdout, stderr = p.communicate()
+        out.append(subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr))
+    return out
 
 
 def test_no_timings_drops_every_timing_field(ave):
@@ -361,9 +373,10 @@ def test_no_timings_excludes_time(ave):
 
 
 def test_check_json_is_byte_identical_across_runs():
+    """Two processes at once (each with its own hash seed): the second core is used, and the
+    runs also see each other's load, which must not change a byte either."""
     files = sorted(EXAMPLES.glob("*.ave"))
-    first = _cli("check", "--json", "--no-timings", *files, seed=1)
-    second = _cli("check", "--json", "--no-timings", *files, seed=2)
+    first, second = _cli_together([("check", "--json", "--no-timings", *files)] * 2, seeds=(1, 2))
     assert first.returncode == second.returncode == 1, first.stderr
     assert first.stdout == second.stdout, _first_difference(first.stdout, second.stdout)
 
@@ -376,12 +389,16 @@ def test_audit_json_is_byte_identical_across_jobs_and_cache(tmp_path):
         "j2 warm cache": ("-j", "2", "--cache-dir", tmp_path / "cache"),
     }
     out = {}
-    for seed, (name, args) in enumerate(runs.items(), start=1):
-        target = tmp_path / f"{seed}.json"
-        p = _cli("audit", *CORPUS, *args, "--json", target, "--no-timings", "-q", seed=seed)
-        assert p.returncode == 1, (name, p.stdout, p.stderr)
-        assert b" s (" not in p.stdout  # no elapsed seconds in the summary either
-        out[name] = target.read_bytes()
+    names = list(runs)
+    # the two runs that compute afresh go together (they share no cache), then the two warm ones
+    for pair in (names[:2], names[2:]):
+        seeds = tuple(names.index(n) + 1 for n in pair)
+        procs = _cli_together([("audit", *CORPUS, *runs[n], "--json", tmp_path / f"{s}.json", "--no-timings", "-q")
+                               for n, s in zip(pair, seeds)], seeds)
+        for name, seed, p in zip(pair, seeds, procs):
+            assert p.returncode == 1, (name, p.stdout, p.stderr)
+            assert b" s (" not in p.stdout  # no elapsed seconds in the summary either
+            out[name] = (tmp_path / f"{seed}.json").read_bytes()
     assert b"10 from cache" in p.stdout  # the last run was served from the cache
     reference = out["j1 no cache"]
     for name, data in out.items():

@@ -51,7 +51,7 @@ class GuardedCoverage:
 
     def _sat(self, formulas: list[z3.BoolRef]) -> bool | None:
         solver = self.enc.query_solver(self.timeout_ms, [*self.base(), *formulas, *self.enc.side])
-        if self.enc.proved_linearly(solver, self.timeout_ms):
+        if self.enc.proved_within_budget(solver, self.timeout_ms):
             return False
         r = solver.check()
         return None if r == z3.unknown else r == z3.sat

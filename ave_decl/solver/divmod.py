@@ -108,7 +108,15 @@ class DivModSimplifier:
         key = t.get_id()
         hit = self._memo.get(key)
         if hit is None:
-            self._raw(t.as_ast(), t)
+            try:
+                self._raw(t.as_ast(), t)
+            except BaseException:
+                # entries of the half-walked term hold raw pointers that only `t` kept alive:
+                # once the caller drops it, Z3 may reuse their ids for other terms
+                self._memo.clear()
+                self._intervals.clear()
+                self._frames = [{}]
+                raise
             hit = self._memo[key]
         else:
             self._note(hit[2])

@@ -115,7 +115,7 @@ class KernelSolver:
                 continue
             count += 1
             solver = self.enc.query_solver(self.timeout_ms, [*self.base, *q.constraints, q.violated, *self.enc.side])
-            result = z3.unsat if self.enc.proved_linearly(solver, self.timeout_ms) else solver.check()
+            result = z3.unsat if self.enc.proved_within_budget(solver, self.timeout_ms) else solver.check()
             if result == z3.sat:
                 model = self._small_model(solver)
                 cex = self._counterexample(model, q, relation)
