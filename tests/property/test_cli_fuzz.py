@@ -230,6 +230,7 @@ def test_audit_survives_fuzzed_trees_and_cache_entries(files, kinds, entry, jobs
 @example(file_timeout="nan", timeout=None, json_out=False)
 @example(file_timeout="inf", timeout=None, json_out=True)
 @example(file_timeout="1e308", timeout="nan", json_out=False)
+@example(file_timeout="0.1", timeout=None, json_out=False)  # a worker cannot even start in 0.1 s (session 7)
 def test_audit_timeouts(file_timeout, timeout, json_out):
     """`audit --file-timeout` / `--timeout` as typed; a NaN is a usage error (it would silently
     disable the per-file limit)."""
