@@ -41,16 +41,9 @@ class GuardedCoverage:
         self.access = access
         self.view, self.enc = access.view, access.enc
         self.timeout_ms = 10_000  # KernelSolver sets its own
-        self._base: list[z3.BoolRef] | None = None
-
-    def base(self) -> list[z3.BoolRef]:
-        """The kernel's assumptions, built once (several queries per guarded store use them)."""
-        if self._base is None:
-            self._base = self.enc.base_constraints()
-        return self._base
 
     def _sat(self, formulas: list[z3.BoolRef]) -> bool | None:
-        solver = self.enc.query_solver(self.timeout_ms, [*self.base(), *formulas, *self.enc.side])
+        solver = self.enc.query_solver(self.timeout_ms, [*self.enc.base_constraints(), *formulas, *self.enc.side])
         if self.enc.proved_within_budget(solver, self.timeout_ms):
             return False
         r = solver.check()
@@ -124,7 +117,7 @@ class GuardedCoverage:
             env = dict(u.env)
             env[bids[0]] = u.env[bids[0]] + 1
             step = self.enc.int_term(store.coords[d], env) - coords[d]
-            solver = self.enc.query_solver(self.timeout_ms, [*self.base(), *u.constraints])
+            solver = self.enc.query_solver(self.timeout_ms, [*self.enc.base_constraints(), *u.constraints])
             if solver.check() != z3.sat:
                 return None
             box[d] = grid * solver.model().eval(step, model_completion=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import z3
 
 Interval = tuple[int, int]
+Linear = tuple[dict[int, tuple[z3.ArithRef, int]], int]  # atom id -> (atom, coefficient), constant
 
 
 def _unchecked(api):
@@ -45,7 +46,6 @@ _decl_kind = _unchecked(z3.Z3_get_decl_kind)
 def _wrap(a: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
     """The Python reference of a raw term (it takes a Z3 reference count), typed by its sort."""
     return z3.z3._to_expr_ref(a, ctx)
-Linear = tuple[dict[int, tuple[z3.ArithRef, int]], int]  # atom id -> (atom, coefficient), constant
 
 
 class DivModSimplifier:
@@ -105,22 +105,17 @@ class DivModSimplifier:
 
     # --------------------------------------------------------------- rewrite
     def _rewrite(self, t: z3.ExprRef) -> z3.ExprRef:
-        key = t.get_id()
-        hit = self._memo.get(key)
-        if hit is None:
-            try:
-                self._raw(t.as_ast(), t)
-            except BaseException:
-                # entries of the half-walked term hold raw pointers that only `t` kept alive:
-                # once the caller drops it, Z3 may reuse their ids for other terms
-                self._memo.clear()
-                self._intervals.clear()
-                self._frames = [{}]
-                raise
-            hit = self._memo[key]
-        else:
-            self._note(hit[2])
-        return hit[1] if hit[1] is not None else t
+        try:
+            self._raw(t.as_ast(), t)
+        except BaseException:
+            # entries of the half-walked term hold raw pointers that only `t` kept alive:
+            # once the caller drops it, Z3 may reuse their ids for other terms
+            self._memo.clear()
+            self._intervals.clear()
+            self._frames = [{}]
+            raise
+        made = self._memo[t.get_id()][1]
+        return t if made is None else made
 
     def _raw(self, a: z3.Ast, keep: z3.ExprRef | None = None) -> z3.Ast:
         """Rewrite one AST through the C API (a Python wrapper per node would cost most of the

@@ -52,6 +52,7 @@ class Encoder:
         self._functions: dict[str, z3.FuncDeclRef] = {}
         self.index_reads: list[tuple[str, list[z3.ArithRef], z3.ArithRef]] = []  # of the last query_solver
         self._normaliser: DivModSimplifier | None = None  # shared by this kernel's queries
+        self._base: list[z3.BoolRef] | None = None
 
     def normaliser(self) -> DivModSimplifier:
         """The kernel's div/mod simplifier: queries share instances, chains and base
@@ -235,8 +236,11 @@ class Encoder:
 
     # -------------------------------------------------------- instances
     def base_constraints(self) -> list[z3.BoolRef]:
-        """Assumptions over sizes; they mention no thread or loop variable."""
-        return [self.bool_term(e, {}) for e in self.view.assumptions]
+        """Assumptions over sizes; they mention no thread or loop variable (built once: every
+        query of the kernel carries them)."""
+        if self._base is None:
+            self._base = [self.bool_term(e, {}) for e in self.view.assumptions]
+        return self._base
 
     def block_dims(self) -> list[int]:
         out = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import random
+from pathlib import Path
 
 import z3
 from conftest import examples
@@ -73,7 +74,7 @@ def test_shared_normaliser_matches_a_fresh_simplifier_per_query(seed):
 
 
 def test_checking_leaves_the_host_programs_z3_setting_alone():
-    source = (__import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "gemm_naive.ave").read_text()
+    source = (Path(__file__).resolve().parents[2] / "examples" / "gemm_naive.ave").read_text()
     for setting in (True, False):
         z3.z3.Z3_DEBUG = setting
         try:
