@@ -17,7 +17,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -86,37 +85,33 @@ def child_runs(path: Path, repeat: int) -> dict:
 
 def against(rev: str, examples: list[Path], repeat: int, rounds: int) -> None:
     """Alternate fresh processes of this tree and of `rev` per example; print totals and ratios."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "tree"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
-                       capture_output=True)
-        try:
-            print(f"warm = median of {repeat} in-process runs; cold = first run; median over {rounds} "
-                  f"alternating rounds; ms; ratio = this tree / {rev}")
-            print(f"{'example':34} {'warm':>8} {rev[:8]:>8} {'ratio':>6}   {'cold':>8} {rev[:8]:>8} {'ratio':>6}")
-            sums = [0.0] * 4
-            for path in examples:
-                if not (tree / path.relative_to(ROOT)).exists():
-                    print(f"{path.stem:34} (not in {rev})")
-                    continue
-                rows: dict[str, list[dict]] = {"now": [], "rev": []}
-                for _ in range(rounds):
-                    for side, root in (("now", ROOT), ("rev", tree)):
-                        env = {**os.environ, "PYTHONPATH": str(root)}
-                        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child-runs",
-                                              str(root / path.relative_to(ROOT)), "--repeat", str(repeat)],
-                                             capture_output=True, text=True, check=True, cwd=root, env=env)
-                        rows[side].append(json.loads(out.stdout))
-                med = {side: {k: statistics.median(r[k] for r in rs) for k in ("warm", "cold")}
-                       for side, rs in rows.items()}
-                cells = [med["now"]["warm"], med["rev"]["warm"], med["now"]["cold"], med["rev"]["cold"]]
-                sums = [a + b for a, b in zip(sums, cells)]
-                print(f"{path.stem:34} {cells[0]:8.0f} {cells[1]:8.0f} {cells[0] / cells[1]:6.2f}   "
-                      f"{cells[2]:8.0f} {cells[3]:8.0f} {cells[2] / cells[3]:6.2f}")
-            print(f"{'sum':34} {sums[0]:8.0f} {sums[1]:8.0f} {sums[0] / sums[1]:6.2f}   "
-                  f"{sums[2]:8.0f} {sums[3]:8.0f} {sums[2] / sums[3]:6.2f}")
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+    from revision import revision_tree
+
+    with revision_tree(rev) as tree:
+        print(f"warm = median of {repeat} in-process runs; cold = first run; median over {rounds} "
+              f"alternating rounds; ms; ratio = this tree / {rev}")
+        print(f"{'example':34} {'warm':>8} {rev[:8]:>8} {'ratio':>6}   {'cold':>8} {rev[:8]:>8} {'ratio':>6}")
+        sums = [0.0] * 4
+        for path in examples:
+            if not (tree / path.relative_to(ROOT)).exists():
+                print(f"{path.stem:34} (not in {rev})")
+                continue
+            rows: dict[str, list[dict]] = {"now": [], "rev": []}
+            for _ in range(rounds):
+                for side, root in (("now", ROOT), ("rev", tree)):
+                    env = {**os.environ, "PYTHONPATH": str(root)}
+                    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child-runs",
+                                          str(root / path.relative_to(ROOT)), "--repeat", str(repeat)],
+                                         capture_output=True, text=True, check=True, cwd=root, env=env)
+                    rows[side].append(json.loads(out.stdout))
+            med = {side: {k: statistics.median(r[k] for r in rs) for k in ("warm", "cold")}
+                   for side, rs in rows.items()}
+            cells = [med["now"]["warm"], med["rev"]["warm"], med["now"]["cold"], med["rev"]["cold"]]
+            sums = [a + b for a, b in zip(sums, cells)]
+            print(f"{path.stem:34} {cells[0]:8.0f} {cells[1]:8.0f} {cells[0] / cells[1]:6.2f}   "
+                  f"{cells[2]:8.0f} {cells[3]:8.0f} {cells[2] / cells[3]:6.2f}")
+        print(f"{'sum':34} {sums[0]:8.0f} {sums[1]:8.0f} {sums[0] / sums[1]:6.2f}   "
+              f"{sums[2]:8.0f} {sums[3]:8.0f} {sums[2] / sums[3]:6.2f}")
 
 
 def main() -> None:

@@ -113,7 +113,7 @@ def host_section(examples: list[Path], repeat: int, sim_repeat: int) -> None:
     from ave_decl.sim.run import simulate_source
 
     host = get_backend("host")
-    print("2. host target (one pthread per GPU thread) vs ave simulate (JAX, CPU) on the same kernel and sizes")
+    print("2. host target (one pthread per GPU thread) vs ave simulate (numpy, CPU) on the same kernel and sizes")
     print(f"   times in ms; host run = one launch of the JIT-compiled grid (best of {max(1, repeat)}); compile ="
           f" lower + O3 + JIT; sim = simulate_source after a warm-up call (best of {max(1, sim_repeat)})")
     header = (f"   {'kernel':24} {'sizes':26} {'compile':>8} {'host run':>9} {'ref':>4} {'sim':>9} {'sim/run':>8}"
@@ -141,7 +141,7 @@ def host_section(examples: list[Path], repeat: int, sim_repeat: int) -> None:
             if sim_repeat > 0:
                 cells = []
                 for shadow in (False, True):
-                    simulate_source(src, sizes, kernel=k.name, shadow=shadow)  # JAX compiles once per shape
+                    simulate_source(src, sizes, kernel=k.name, shadow=shadow)  # warm-up: first-touch allocations
                     sim_s, _ = best(lambda: simulate_source(src, sizes, kernel=k.name, shadow=shadow), sim_repeat)
                     cells.append(sim_s)
                 ratios.append(cells[0] / run_s)

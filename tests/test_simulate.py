@@ -7,9 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ave_decl
+from ave_decl.lang.parser import parse_source
+from ave_decl.lang.resolve import resolve_imports
 from ave_decl.lang.source import SourceFile
 from ave_decl.report.model import Verdict
+from ave_decl.sim.interpreter import Simulator
+from ave_decl.sim.limits import SimulationTooLarge
 from ave_decl.sim.run import simulate_source
+from ave_decl.sim.state import SimulationError
 
 SIZES = {"gemm_naive": dict(M=32, N=32, K=16), "gemm_lds_mfma": dict(M=64, N=64, K=128),
          "gemm_lds_mfma_transposed": dict(M=64, N=64, K=64), "untagged_operand": dict(N=128)}
@@ -101,3 +106,67 @@ def test_simulate_cli(ave):
     assert missing.code == 0 and "sizes: K=1, N=16 chosen" in missing.out
     wrong = ave("simulate", EXAMPLES / "gemm_naive.ave", "--sizes", "M=30,N=32,K=8")
     assert wrong.code == 3 and "violate assume" in wrong.out
+
+
+PADDED = '''@kernel(grid=(1,), block=32, warp=32, reference="C = A")
+def k(A: Tensor[f32, (32,)], C: Tensor[f32, (32,)]):
+    t = thread_id(0)
+    S = shared(f32, (4, 8), layout=layout((4, 8), (9, 1)))
+    S[(t + 5) % 32 // 8, (t + 5) % 8] = A[(t + 5) % 32]
+    syncthreads()
+    C[t] = S[t // 8, t % 8]
+'''
+
+
+def test_a_padded_shared_layout_gets_the_storage_it_spans():
+    """Offsets up to 3 * 9 + 7 = 34 for 32 elements: the array holds 35, as the code generator
+    allocates it (the JAX executor clamped such addresses, and its race detector crashed)."""
+    ((_, r),) = simulate_source(SourceFile("padded.ave", PADDED), {})
+    assert r.reference["ok"] and not r.errors and not r.races
+    assert not r.failures or r.shadow_ok
+
+
+def test_a_literal_beyond_32_bits_is_a_located_error(ave, tmp_path):
+    path = tmp_path / "big.ave"
+    path.write_text(PADDED.replace("t = thread_id(0)", "t = thread_id(0) + 0 * 10000000000"))
+    r = ave("simulate", path)
+    assert r.code == 3 and f"{path}:3:28: error: integer literal 10000000000 does not fit in 32 bits" in r.out
+
+
+def _kernel(body: str, params: str = "A: Tensor[f32, (4,)], C: Tensor[f32, (4,)]") -> SourceFile:
+    return SourceFile("k.ave", f"@kernel(grid=(1,), block=(4,), wave=64)\ndef k({params}):\n    t = thread_id(0)\n"
+                      + "".join(f"    {line}\n" for line in body.splitlines()))
+
+
+@pytest.mark.parametrize("layout, message", [
+    ("swizzle(1, 1, 1)", "a swizzle needs a shape:stride layout"),
+    ("4", "layout= needs a layout"),
+    ("row_major(2, 4)", "has 8 elements but the buffer has 4"),
+])
+def test_a_bad_shared_layout_is_refused_where_it_is_written(layout, message):
+    with pytest.raises(SimulationError) as err:
+        simulate_source(_kernel(f"S = shared(f32, (2, 2), layout={layout})\nC[t] = A[t]"), {})
+    assert message in err.value.message and err.value.span.line == 4
+
+
+def test_a_padded_layout_is_charged_against_the_memory_limit():
+    src = _kernel("S = shared(f32, (2, 2), layout=layout((2, 2), (16777216, 1)))\nC[t] = A[t]")
+    with pytest.raises(SimulationTooLarge, match="shared array S"):
+        simulate_source(src, {}, max_bytes=2 ** 20)
+
+
+@pytest.mark.parametrize("space", ["global", "shared", "local"])
+def test_zero_size_buffers_are_out_of_bounds_not_a_crash(space):
+    alloc = {"global": "", "shared": "S = shared(f32, (N,))\n", "local": "S = local(f32, (N,))\n"}[space]
+    name = "Z" if space == "global" else "S"
+    params = "A: Tensor[f32, (4,)], C: Tensor[f32, (4,)], Z: Tensor[f32, (N,)], N: int"
+    ((_, r),) = simulate_source(_kernel(f"{alloc}{name}[t] = A[t]\nC[t] = {name}[t]", params), {"N": 0})
+    assert any("out-of-bounds access" in e for e in r.errors)
+
+
+def test_an_augmented_assignment_is_one_node_however_often_it_runs():
+    """eval keeps integer expressions by node: `i += 1` must not add a node (and its arrays) per iteration."""
+    module = parse_source(_kernel("i = t\nfor s in range(200):\n    i += 1\nC[t] = A[i % 4]"))
+    sim = Simulator(module.kernels[0], resolve_imports(module), {})
+    sim.run()
+    assert len(sim.kept) < 10 and len(sim.augmented) == 1

@@ -1,7 +1,7 @@
 """The concrete simulator: ground truth for the verifier.
 
 An interpreter of the AST (independent of the lowering in `facts/`, so a lowering bug is not replicated
-here), vectorised with JAX over all threads of all simulated blocks: every value is an array of
+here), vectorised with numpy over all threads of all simulated blocks: every value is an array of
 shape (blocks, threads); loops run in order; `if` runs both branches under masks; statements
 execute in lockstep, so barriers order phases by construction. Matrix instructions gather their
 operands across the lanes of each wave/warp with the instruction library's maps.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 
-import jax.numpy as jnp
 import numpy as np
 
 from ..hw.dtypes import DTYPES
@@ -22,7 +21,7 @@ from ..hw.instructions import Instruction, LoadMatrix
 from ..hw.layout import Composed, Layout, Swizzle, col_major, row_major
 from ..lang import ast as A
 from .inputs import random_inputs, tensor_dims, tensor_shape
-from .limits import check_memory, check_size_values
+from .limits import check_memory, check_shared, check_size_values
 from .memory import MemoryModel
 from .race_detector import RaceDetector
 from .shadow import ShadowChecks
@@ -66,7 +65,13 @@ class Simulator(MemoryModel, ShadowChecks):
         self.errors: list[str] = []
         self.probes: list[dict] = []
         self.tag_names: dict[str, int] = {}
-        self._setup(blocks)
+        self.constants: dict[tuple[int, tuple[int, int]], np.ndarray] = {}  # _ival's broadcasts
+        # eval's reuse of integer expressions, keyed by node id (the node is kept, so its id is not reused)
+        self.pure_names: dict[int, tuple[A.Expr, tuple[str, ...] | None]] = {}
+        self.kept: dict[int, tuple[A.Expr, tuple, np.ndarray]] = {}
+        self.augmented: dict[int, tuple[A.AugAssign, A.BinOp]] = {}  # _desugared
+        with np.errstate(all="ignore"):  # x / 0, inf - inf, overflow: modelled values, not warnings
+            self._setup(blocks)
 
     # --------------------------------------------------------------- set-up
     def _setup(self, blocks) -> None:
@@ -100,19 +105,24 @@ class Simulator(MemoryModel, ShadowChecks):
         self.block_ids = requested if requested is not None else list(np.ndindex(*self.grid))
         self.B, self.T = len(self.block_ids), math.prod(self.block)
         self.shape = (self.B, self.T)
-        self.active = jnp.ones(self.shape, bool)
+        self.active = np.ones(self.shape, bool)
+        # lane = block * T + thread: the flat order of every (B, T) array (memory.MemoryModel._lanes)
+        self.all_lanes = np.arange(self.B * self.T)
+        self.all_blocks, self.all_threads = self.all_lanes // self.T, self.all_lanes % self.T
+        self.lane_rows = self.all_lanes.reshape(self.shape)
+        self.block_rows = np.arange(self.B)[:, None]
         self.races = RaceDetector(self.B, self.T, np.arange(self.T) // ordered)
         self.write_counts: dict[str, np.ndarray] = {}
         self.pending: list[tuple] = []  # async copies in flight: (buffer, index, data, stmt, issuing threads, group)
-        self.committed = jnp.zeros(self.shape, ITYPE)  # copy groups each thread has committed (async_commit)
+        self.committed = np.zeros(self.shape, ITYPE)  # copy groups each thread has committed (async_commit)
         bids = np.array(self.block_ids, dtype=np.int32).reshape(self.B, len(self.grid))
-        self.bid = [jnp.broadcast_to(jnp.asarray(bids[:, d])[:, None], self.shape) for d in range(len(self.grid))]
+        self.bid = [np.broadcast_to(np.asarray(bids[:, d])[:, None], self.shape) for d in range(len(self.grid))]
         lin = np.arange(self.T)
         self.tid = []
         for extent in self.block:
-            self.tid.append(jnp.broadcast_to(jnp.asarray(lin % extent, ITYPE)[None, :], self.shape))
+            self.tid.append(np.broadcast_to(np.asarray(lin % extent, ITYPE)[None, :], self.shape))
             lin = lin // extent
-        self.linear_tid = jnp.broadcast_to(jnp.arange(self.T, dtype=ITYPE)[None, :], self.shape)
+        self.linear_tid = np.broadcast_to(np.arange(self.T, dtype=ITYPE)[None, :], self.shape)
         self.env = {}
         self.inputs = random_inputs(self.k, self.sizes, self.seed, self.index_entries)
         for p in self.k.params:
@@ -120,8 +130,8 @@ class Simulator(MemoryModel, ShadowChecks):
                 self.env[p.name] = self._ival(self.sizes[p.name])
                 continue
             dt = p.annotation.indices[0].id  # type: ignore[union-attr]
-            self.buffers[p.name] = Buf(p.name, "global", dt, self.inputs[p.name].shape, None,
-                                       jnp.asarray(self.inputs[p.name]))
+            data = np.array(self.inputs[p.name], np.float32)  # a copy: stores must not touch the inputs
+            self.buffers[p.name] = Buf(p.name, "global", dt, data.shape, None, data)
             self.env[p.name] = self.buffers[p.name]
         for name, value in self.sizes.items():
             self.env.setdefault(name, self._ival(value))
@@ -133,34 +143,42 @@ class Simulator(MemoryModel, ShadowChecks):
             raise SimulationError("expected a uniform value", e.span)
         return int(arr.flat[0])
 
-    def _ival(self, x) -> jnp.ndarray:
-        return jnp.broadcast_to(jnp.asarray(x, ITYPE), self.shape) if np.ndim(x) == 0 else x
+    def _ival(self, x) -> np.ndarray:
+        """An integer as a (B, T) array: a read-only broadcast, one per value and shape."""
+        if np.ndim(x) != 0:
+            return x
+        key = (int(x), self.shape)
+        arr = self.constants.get(key)
+        if arr is None:
+            arr = self.constants[key] = np.broadcast_to(np.asarray(x, ITYPE), self.shape)
+        return arr
 
-    def _top(self, v: jnp.ndarray) -> Data:
-        return Data(v, jnp.zeros(self.shape + (LMAX,), ITYPE), jnp.zeros(self.shape, ITYPE))
+    def _top(self, v: np.ndarray) -> Data:
+        return Data(v, np.zeros(self.shape + (LMAX,), ITYPE), np.zeros(self.shape, ITYPE))
 
     def _literal(self, value: float) -> Data:
         """A data literal: untagged, or a known zero (the static side's `value_zero`)."""
-        d = self._top(jnp.full(self.shape, value, jnp.float32))
+        d = self._top(np.full(self.shape, value, np.float32))
         if value == 0:
-            d.tag = d.tag.at[..., 0].set(ZERO_MARK)
+            d.tag[..., 0] = ZERO_MARK
         return d
 
     def _int_data(self, v, e: A.Expr) -> Data:
         """An integer stored as data: a literal 0 is a known zero, like the static side's."""
         if isinstance(e, A.Int) and e.value == 0:
             return self._literal(0.0)
-        return self._top(jnp.asarray(v, jnp.float32))
+        return self._top(np.asarray(v, np.float32))
 
     def _unzero(self, d: Data) -> Data:
         """`d` as an untagged value where it was a known zero (an operation that does not keep 0)."""
-        return Data(d.v, jnp.where(is_zero(d.tag, d.arity)[..., None], 0, d.tag), d.arity, d.masked)
+        return Data(d.v, np.where(is_zero(d.tag, d.arity)[..., None], 0, d.tag), d.arity, d.masked)
 
     # ---------------------------------------------------------------- run
     def run(self) -> SimResult:
-        for s in self.k.body:
-            self.stmt(s)
-        self._land_copies()
+        with np.errstate(all="ignore"):  # IEEE results (inf, nan) and wrapping integers are the model
+            for s in self.k.body:
+                self.stmt(s)
+            self._land_copies()
         outputs = {n: np.asarray(b.data) for n, b in self.buffers.items() if b.space == "global" and b.written}
         failures = sorted(self.failures.values(), key=lambda f: (f.line, f.invariant))
         return SimResult(self.sizes, self.block_ids, self.inputs, outputs, failures, self.errors, self.probes,
@@ -188,11 +206,11 @@ class Simulator(MemoryModel, ShadowChecks):
             return
         if isinstance(s, A.If):
             cond = self.eval(s.cond)
-            cond = cond.v != 0 if isinstance(cond, Data) else jnp.asarray(cond) != 0
+            cond = cond.v != 0 if isinstance(cond, Data) else np.asarray(cond) != 0
             outer = self.active
             for branch, mask in ((s.body, cond), (s.orelse, ~cond)):
                 self.active = outer & mask
-                if bool(jnp.any(self.active)):
+                if bool(np.any(self.active)):
                     for b in branch:
                         self.stmt(b)
             self.active = outer
@@ -202,7 +220,15 @@ class Simulator(MemoryModel, ShadowChecks):
         if isinstance(s, A.Assign):
             return self._assign(s.target, s.value, s)
         if isinstance(s, A.AugAssign):
-            return self._assign(s.target, A.BinOp(s.op, s.target, s.value, s.span), s)
+            return self._assign(s.target, self._desugared(s), s)
+
+    def _desugared(self, s: A.AugAssign) -> A.BinOp:
+        """`x op= y` as the BinOp `x op y`: one node per statement, so eval's memo of it (keyed by
+        node) is reused and does not grow with every iteration."""
+        entry = self.augmented.get(id(s))
+        if entry is None or entry[0] is not s:
+            entry = self.augmented[id(s)] = (s, A.BinOp(s.op, s.target, s.value, s.span))
+        return entry[1]
 
     # --------------------------------------------------------- statements
     def _call_stmt(self, e: A.Call, s) -> None:
@@ -218,7 +244,7 @@ class Simulator(MemoryModel, ShadowChecks):
             return self._async_copy(e, s)
         if name == "assume":
             for a in e.args:
-                if not bool(jnp.all(jnp.asarray(self.eval(a)) != 0)):
+                if not bool(np.all(np.asarray(self.eval(a)) != 0)):
                     raise SimulationError("the sizes violate assume(...)", a.span)
             return
         if name == "tag":
@@ -229,7 +255,7 @@ class Simulator(MemoryModel, ShadowChecks):
         if name == "reset_tags":
             buf = self.env[e.args[0].id]  # type: ignore[union-attr]
             if buf.arity is not None:  # type: ignore[union-attr]
-                buf.arity = jnp.zeros_like(buf.arity)  # type: ignore[union-attr]
+                buf.arity = np.zeros_like(buf.arity)  # type: ignore[union-attr]
             return
         if name in ("assert_tag_eq", "assert_tag"):
             return self._assert(e, s)
@@ -256,14 +282,12 @@ class Simulator(MemoryModel, ShadowChecks):
             if isinstance(old, Data):
                 v = self._merge(v, old)
             self.env[name] = v
-        elif isinstance(v, (jnp.ndarray, np.ndarray, int)) and not isinstance(v, Buf):
+        elif isinstance(v, (np.ndarray, np.ndarray, int)) and not isinstance(v, Buf):
             v = self._ival(v)
-            self.env[name] = jnp.where(self.active, v, old) if isinstance(old, jnp.ndarray) and \
+            self.env[name] = np.where(self.active, v, old) if isinstance(old, np.ndarray) and \
                 old.shape == self.shape else v
         else:
             self.env[name] = v
-
-
 
 
     def _alloc(self, name: str, e: A.Call) -> None:
@@ -273,18 +297,42 @@ class Simulator(MemoryModel, ShadowChecks):
         size = math.prod(shape)
         if e.func_name == "shared":
             lay_e = e.kwarg("layout")
-            layout = self.eval(lay_e) if lay_e is not None else row_major(*shape)
-            if isinstance(layout, Layout) and layout.rank == 1 and len(shape) > 1:
-                layout = Composed(layout, row_major(*shape))
-            buf = Buf(name, "shared", dt, shape, layout, jnp.zeros((self.B, size), jnp.float32),
-                      jnp.zeros((self.B, size, LMAX), ITYPE), jnp.zeros((self.B, size), ITYPE))
+            layout = self._shared_layout(self.eval(lay_e), shape, lay_e) if lay_e is not None else row_major(*shape)
+            size = self._cosize(layout, shape, size, e)
+            check_shared(name, size, self.B, self.max_bytes, e.span)
+            buf = Buf(name, "shared", dt, shape, layout, np.zeros((self.B, size), np.float32),
+                      np.zeros((self.B, size, LMAX), ITYPE), np.zeros((self.B, size), ITYPE), cosize=size)
         else:
             init = e.kwarg("init")
             fill = float(self._scalar(init)) if init is not None else 0.0
-            buf = Buf(name, "local", dt, shape, None, jnp.full(self.shape + (size,), fill, jnp.float32),
-                      jnp.zeros(self.shape + (size, LMAX), ITYPE), jnp.zeros(self.shape + (size,), ITYPE))
+            buf = Buf(name, "local", dt, shape, None, np.full(self.shape + (size,), fill, np.float32),
+                      np.zeros(self.shape + (size, LMAX), ITYPE), np.zeros(self.shape + (size,), ITYPE))
         self.buffers[f"{name}@{id(buf)}"] = buf
         self.env[name] = buf
+
+    @staticmethod
+    def _shared_layout(layout, shape: tuple[int, ...], e: A.Expr):
+        """A shared array's `layout=` value, checked as the facts lowering checks it."""
+        if isinstance(layout, Swizzle):
+            raise SimulationError("a swizzle needs a shape:stride layout to act on: swizzle(...) @ row_major(...)",
+                                  e.span)
+        if not isinstance(layout, (Layout, Composed)):
+            raise SimulationError("layout= needs a layout", e.span)
+        if layout.size != math.prod(shape):
+            raise SimulationError(f"layout {layout} has {layout.size} elements but the buffer has "
+                                  f"{math.prod(shape)}", e.span)
+        if layout.rank not in (1, len(shape)):
+            raise SimulationError(f"layout {layout} has rank {layout.rank}; the buffer has rank {len(shape)}", e.span)
+        return Composed(layout, row_major(*shape)) if layout.rank == 1 and len(shape) > 1 else layout
+
+    @staticmethod
+    def _cosize(layout, shape: tuple[int, ...], count: int, e: A.Call) -> int:
+        """The storage a shared array's layout spans: one past its largest offset (a padded layout
+        spans more than the element count), as the code generator allocates it."""
+        offsets = np.asarray(layout.evaluate(*np.indices(shape).reshape(len(shape), -1)), np.int64)
+        if offsets.size and offsets.min() < 0:
+            raise SimulationError("the layout maps an element to a negative offset", e.span)
+        return max(count, int(offsets.max()) + 1 if offsets.size else 0)
 
     def _scalar(self, e: A.Expr) -> float:
         if isinstance(e, A.Float):
@@ -296,25 +344,41 @@ class Simulator(MemoryModel, ShadowChecks):
         raise SimulationError("init= needs a number", e.span)
 
 
-
     def _iters(self) -> str:
         return (", " + ", ".join(f"{k}={v}" for k, v in self.loop_vars.items())) if self.loop_vars else ""
 
 
-
-
-
-
     # ------------------------------------------------------- expressions
-    def _index(self, e: A.Expr) -> jnp.ndarray:
+    def _index(self, e: A.Expr) -> np.ndarray:
         v = self.eval(e)
         if isinstance(v, Data):  # a read of an index tensor (data-dependent index)
-            if not bool(jnp.all(v.v == jnp.round(v.v))):
+            if not bool(np.all(v.v == np.round(v.v))):
                 raise SimulationError("a non-integer data value used as an index", e.span)
             return v.v.astype(ITYPE)
-        return self._ival(jnp.asarray(v, ITYPE))
+        return self._ival(np.asarray(v, ITYPE))
 
     def eval(self, e: A.Expr):
+        """The value of `e` for every (block, thread). An integer expression's value is kept
+        (with the env objects of its free names) and reused while those objects are unchanged:
+        index arithmetic is mostly loop-invariant, and env arrays are never written in place."""
+        if type(e) is not A.BinOp:
+            return self._eval(e)
+        names = self.pure_names.get(id(e))
+        if names is None or names[0] is not e:
+            names = self.pure_names[id(e)] = (e, _integer_names(e))
+        if names[1] is None:
+            return self._eval(e)
+        deps = tuple(self.env.get(n) for n in names[1])
+        kept = self.kept.get(id(e))
+        if kept is not None and kept[0] is e and all(x is y for x, y in zip(kept[1], deps)):
+            return kept[2]
+        v = self._eval(e)
+        if isinstance(v, np.ndarray) and all(isinstance(d, np.ndarray) for d in deps):
+            v.flags.writeable = False  # shared by later evaluations: nobody may write it in place
+            self.kept[id(e)] = (e, deps, v)
+        return v
+
+    def _eval(self, e: A.Expr):
         if isinstance(e, A.Name):
             if e.id in self.env:
                 v = self.env[e.id]
@@ -323,6 +387,8 @@ class Simulator(MemoryModel, ShadowChecks):
                 return e.id
             raise SimulationError(f"undefined name {e.id}", e.span)
         if isinstance(e, A.Int):
+            if abs(e.value) >= 2**31:  # as the facts lowering refuses it (index values are 32-bit)
+                raise SimulationError(f"integer literal {e.value} does not fit in 32 bits", e.span)
             return self._ival(e.value)
         if isinstance(e, A.Bool):
             return self._ival(int(e.value))
@@ -343,7 +409,7 @@ class Simulator(MemoryModel, ShadowChecks):
             return {"-": lambda x: -x, "+": lambda x: x, "~": lambda x: ~x,
                     "not": lambda x: (x == 0).astype(ITYPE)}[e.op](v)
         if isinstance(e, A.BoolOp):
-            vals = [jnp.asarray(self.eval(x)) != 0 for x in e.values]
+            vals = [np.asarray(self.eval(x)) != 0 for x in e.values]
             out = vals[0]
             for x in vals[1:]:
                 out = (out & x) if e.op == "and" else (out | x)
@@ -354,50 +420,50 @@ class Simulator(MemoryModel, ShadowChecks):
 
     def _binop(self, op: str, a, b):
         if isinstance(a, Data) or isinstance(b, Data):
-            da = a if isinstance(a, Data) else self._top(jnp.asarray(a, jnp.float32))
-            db = b if isinstance(b, Data) else self._top(jnp.asarray(b, jnp.float32))
-            f = {"+": jnp.add, "-": jnp.subtract, "*": jnp.multiply, "/": jnp.divide, "//": jnp.floor_divide,
-                 "%": jnp.mod, "==": jnp.equal, "!=": jnp.not_equal, "<": jnp.less, "<=": jnp.less_equal,
-                 ">": jnp.greater, ">=": jnp.greater_equal}[op]
-            return self._combine(jnp.asarray(f(da.v, db.v), jnp.float32), [da, db])
-        a, b = jnp.asarray(a), jnp.asarray(b)
-        f = {"+": jnp.add, "-": jnp.subtract, "*": jnp.multiply, "//": jnp.floor_divide, "%": jnp.mod,
-             "^": jnp.bitwise_xor, "&": jnp.bitwise_and, "|": jnp.bitwise_or, "<<": jnp.left_shift,
-             ">>": jnp.right_shift}
+            da = a if isinstance(a, Data) else self._top(np.asarray(a, np.float32))
+            db = b if isinstance(b, Data) else self._top(np.asarray(b, np.float32))
+            f = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "//": np.floor_divide,
+                 "%": np.mod, "==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+                 ">": np.greater, ">=": np.greater_equal}[op]
+            return self._combine(np.asarray(f(da.v, db.v), np.float32), [da, db])
+        a, b = np.asarray(a), np.asarray(b)
+        f = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
+             "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
+             ">>": np.right_shift}
         if op in f:
-            return f[op](a, b).astype(ITYPE)
-        cmp = {"==": jnp.equal, "!=": jnp.not_equal, "<": jnp.less, "<=": jnp.less_equal, ">": jnp.greater,
-               ">=": jnp.greater_equal}
+            return f[op](a, b).astype(ITYPE, copy=False)
+        cmp = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+               ">=": np.greater_equal}
         return cmp[op](a, b).astype(ITYPE)
 
-    def _combine(self, v: jnp.ndarray, args: list[Data]) -> Data:
+    def _combine(self, v: np.ndarray, args: list[Data]) -> Data:
         """Elementwise result: the tag of the one full operand (arity > 0); with none, the first
         row statistic (arity < 0); two full operands: Top. Statistics must be the result row's
         (checked as ave/row-statistics, like the static invariant)."""
         full = [a.arity > 0 for a in args]
         stat = [a.arity < 0 for a in args]
         nfull = sum(f.astype(ITYPE) for f in full)
-        tag = jnp.zeros(self.shape + (LMAX,), ITYPE)
-        arity = jnp.zeros(self.shape, ITYPE)
+        tag = np.zeros(self.shape + (LMAX,), ITYPE)
+        arity = np.zeros(self.shape, ITYPE)
         masked = None
         for a, f in zip(args, full):
-            tag = jnp.where((f & (nfull == 1))[..., None], a.tag, tag)
-            arity = jnp.where(f & (nfull == 1), a.arity, arity)
+            tag = np.where((f & (nfull == 1))[..., None], a.tag, tag)
+            arity = np.where(f & (nfull == 1), a.arity, arity)
             if a.masked is not None:  # the one full operand's flow carries over
-                base = masked if masked is not None else jnp.zeros(self.shape, bool)
-                masked = jnp.where(f & (nfull == 1), a.masked, base)
-        taken = jnp.zeros(self.shape, bool)
+                base = masked if masked is not None else np.zeros(self.shape, bool)
+                masked = np.where(f & (nfull == 1), a.masked, base)
+        taken = np.zeros(self.shape, bool)
         for a, st in zip(args, stat):
             pick = st & (nfull == 0) & ~taken
-            tag = jnp.where(pick[..., None], a.tag, tag)
-            arity = jnp.where(pick, a.arity, arity)
+            tag = np.where(pick[..., None], a.tag, tag)
+            arity = np.where(pick, a.arity, arity)
             taken = taken | pick
-        if self.shadow and any(bool(jnp.any(st)) for st in stat) and self.current is not None:
-            idx = jnp.arange(LMAX)
+        if self.shadow and any(bool(np.any(st)) for st in stat) and self.current is not None:
+            idx = np.arange(LMAX)
             for a, st in zip(args, stat):
                 n = -a.arity
-                prefix = jnp.all(jnp.where(idx < n[..., None], a.tag == tag, True), axis=-1)
-                longer = jnp.where(nfull == 1, jnp.abs(arity) > n, jnp.abs(arity) == n)
+                prefix = np.all(np.where(idx < n[..., None], a.tag == tag, True), axis=-1)
+                longer = np.where(nfull == 1, np.abs(arity) > n, np.abs(arity) == n)
                 holds = ~st | (nfull > 1) | (longer & prefix)
                 self._record("ave/row-statistics", self.current, holds[..., None], a.tag[:, :, None],
                              a.arity[..., None], tag[:, :, None], arity[..., None], source="combine")
@@ -407,21 +473,21 @@ class Simulator(MemoryModel, ShadowChecks):
         """lane_max / lane_sum over aligned groups of `width` consecutive lanes; the result's tag
         drops the last component (a statistic: negative arity), and the group must share the rest."""
         d = self.eval(e.args[0])
-        d = d if isinstance(d, Data) else self._top(jnp.asarray(d, jnp.float32))
+        d = d if isinstance(d, Data) else self._top(np.asarray(d, np.float32))
         width = self._const(e.args[1])
         groups = (self.B, self.T // width, width)
-        vals = jnp.where(self.active, d.v, -jnp.inf if e.func_name == "lane_max" else 0.0).reshape(groups)
-        red = jnp.max(vals, axis=2) if e.func_name == "lane_max" else jnp.sum(vals, axis=2)
-        v = jnp.repeat(red, width, axis=1)
-        n = jnp.abs(d.arity)
-        idx = jnp.arange(LMAX)
+        vals = np.where(self.active, d.v, -np.inf if e.func_name == "lane_max" else 0.0).reshape(groups)
+        red = np.max(vals, axis=2) if e.func_name == "lane_max" else np.sum(vals, axis=2)
+        v = np.repeat(red, width, axis=1)
+        n = np.abs(d.arity)
+        idx = np.arange(LMAX)
         keep = idx < (n - 1)[..., None]
-        tag = jnp.where(keep, d.tag, 0)
-        arity = jnp.where(n > 0, -(n - 1), 0)
+        tag = np.where(keep, d.tag, 0)
+        arity = np.where(n > 0, -(n - 1), 0)
         if self.shadow and self.current is not None:
-            lead_tag = jnp.repeat(tag.reshape(groups + (LMAX,))[:, :, :1], width, axis=2).reshape(tag.shape)
-            lead_ar = jnp.repeat(arity.reshape(groups)[:, :, :1], width, axis=2).reshape(arity.shape)
-            holds = (arity == lead_ar) & jnp.all(tag == lead_tag, axis=-1)
+            lead_tag = np.repeat(tag.reshape(groups + (LMAX,))[:, :, :1], width, axis=2).reshape(tag.shape)
+            lead_ar = np.repeat(arity.reshape(groups)[:, :, :1], width, axis=2).reshape(arity.shape)
+            holds = (arity == lead_ar) & np.all(tag == lead_tag, axis=-1)
             self._record("ave/row-statistics", self.current, holds[..., None], tag[:, :, None], arity[..., None],
                          lead_tag[:, :, None], lead_ar[..., None], source="reduce")
         return Data(v, tag, arity)
@@ -439,10 +505,10 @@ class Simulator(MemoryModel, ShadowChecks):
         if name in ("min", "max"):
             a, b = self.eval(e.args[0]), self.eval(e.args[1])
             if isinstance(a, Data) or isinstance(b, Data):
-                da = a if isinstance(a, Data) else self._top(jnp.asarray(a, jnp.float32))
-                db = b if isinstance(b, Data) else self._top(jnp.asarray(b, jnp.float32))
-                return self._combine((jnp.minimum if name == "min" else jnp.maximum)(da.v, db.v), [da, db])
-            return (jnp.minimum if name == "min" else jnp.maximum)(jnp.asarray(a), jnp.asarray(b))
+                da = a if isinstance(a, Data) else self._top(np.asarray(a, np.float32))
+                db = b if isinstance(b, Data) else self._top(np.asarray(b, np.float32))
+                return self._combine((np.minimum if name == "min" else np.maximum)(da.v, db.v), [da, db])
+            return (np.minimum if name == "min" else np.maximum)(np.asarray(a), np.asarray(b))
         if name in ("row_major", "col_major"):
             dims = [self._const(a) for a in e.args]
             return row_major(*dims) if name == "row_major" else col_major(*dims)
@@ -450,32 +516,32 @@ class Simulator(MemoryModel, ShadowChecks):
             return Layout(self._nested(e.args[0]), self._nested(e.args[1]))
         if name == "swizzle":
             return Swizzle(*(self._const(a) for a in e.args))
-        unary = {"exp2": jnp.exp2, "exp": jnp.exp, "abs": jnp.abs, "sqrt": jnp.sqrt,
-                 "rsqrt": lambda x: 1.0 / jnp.sqrt(x)}
+        unary = {"exp2": np.exp2, "exp": np.exp, "abs": np.abs, "sqrt": np.sqrt,
+                 "rsqrt": lambda x: 1.0 / np.sqrt(x)}
         if name in unary:
             d = self.eval(e.args[0])
-            d = self._unzero(d) if isinstance(d, Data) else self._top(jnp.asarray(d, jnp.float32))
+            d = self._unzero(d) if isinstance(d, Data) else self._top(np.asarray(d, np.float32))
             return Data(unary[name](d.v), d.tag, d.arity, d.masked)
         if name == "cast":
             d = self.eval(e.args[0])
-            d = d if isinstance(d, Data) else self._top(jnp.asarray(d, jnp.float32))
+            d = d if isinstance(d, Data) else self._top(np.asarray(d, np.float32))
             dt = e.args[1].id  # type: ignore[union-attr]
-            v = jnp.asarray(narrow(np.asarray(d.v), dt)) if dt in ROUND else d.v
+            v = np.asarray(narrow(np.asarray(d.v), dt)) if dt in ROUND else d.v
             return Data(v, d.tag, d.arity, d.masked)
         if name in ("lane_max", "lane_sum"):
             return self._lane_reduce(e)
         if name in ("select", "fmax", "fmin"):
             args = [self.eval(a) for a in e.args]
-            ds = [a if isinstance(a, Data) else self._top(jnp.asarray(a, jnp.float32)) for a in args]
+            ds = [a if isinstance(a, Data) else self._top(np.asarray(a, np.float32)) for a in args]
             if name == "select":
-                out = self._combine(jnp.where(ds[0].v != 0, ds[1].v, ds[2].v), ds[1:])
+                out = self._combine(np.where(ds[0].v != 0, ds[1].v, ds[2].v), ds[1:])
                 if not isinstance(args[0], Data):  # an index condition: the tagged branch not taken masks
                     take = ds[0].v != 0
                     then_tagged, else_tagged = ds[1].arity > 0, ds[2].arity > 0
                     off = (then_tagged & ~else_tagged & ~take) | (else_tagged & ~then_tagged & take)
                     out.masked = masked_of(out) | off
                 return out
-            return self._combine((jnp.maximum if name == "fmax" else jnp.minimum)(ds[0].v, ds[1].v), ds)
+            return self._combine((np.maximum if name == "fmax" else np.minimum)(ds[0].v, ds[1].v), ds)
         raise SimulationError(f"{name}() is not supported by the simulator", e.span)
 
     def _nested(self, e: A.Expr):
@@ -493,9 +559,6 @@ class Simulator(MemoryModel, ShadowChecks):
         return d.v[..., None], d.tag[..., None, :], d.arity[..., None]
 
 
-
-
-
     # --------------------------------------------------- matrix instructions
     def _ldmatrix(self, name: str, e: A.Call, s) -> None:
         """Every lane supplies a row address; slot v of lane l gets element (row, col) of matrix
@@ -511,7 +574,7 @@ class Simulator(MemoryModel, ShadowChecks):
             srow = lane // 4 if not lm.trans else 2 * (lane % 4) + h
             scol = 2 * (lane % 4) + h if not lm.trans else lane // 4
             provider = base + 8 * (v // 2) + srow
-            coords = [jnp.asarray(x[:, provider]) for x in idx[:-1]] + [jnp.asarray(idx[-1][:, provider] + scol[None, :])]
+            coords = [np.asarray(x[:, provider]) for x in idx[:-1]] + [np.asarray(idx[-1][:, provider] + scol[None, :])]
             d = self.load(buf, coords, src)
             self._store(dst, [self._ival(v)], d, s)
 
@@ -531,49 +594,57 @@ class Simulator(MemoryModel, ShadowChecks):
         av = a.data.reshape(self.B, W, g, -1)
         bv = b.data.reshape(self.B, W, g, -1)
         cv = c.data.reshape(self.B, W, g, -1)
-        amat = jnp.zeros((self.B, W, instr.m, instr.k), jnp.float32).at[:, :, ar, ac].set(av)
-        bmat = jnp.zeros((self.B, W, instr.k, instr.n), jnp.float32).at[:, :, br, bc].set(bv)
-        cmat = jnp.zeros((self.B, W, instr.m, instr.n), jnp.float32).at[:, :, cr, cc].set(cv)
-        dmat = jnp.einsum("bwik,bwkj->bwij", amat, bmat) + cmat
-        d = dmat[:, :, cr, cc].reshape(self.B, self.T, -1)
+        amat = _scatter_matrix(av, ar * instr.k + ac, (self.B, W, instr.m, instr.k))
+        bmat = _scatter_matrix(bv, br * instr.n + bc, (self.B, W, instr.k, instr.n))
+        cells = (cr * instr.n + cc).reshape(-1)  # (lane, value) -> row * n + col of the accumulator
+        dmat = np.einsum("bwik,bwkj->bwij", amat, bmat).reshape(self.B, W, -1)
+        d = (np.take(dmat, cells, axis=2) + cv.reshape(self.B, W, -1)).reshape(self.B, self.T, -1)
         out = self.env.get(name)
         if not isinstance(out, Buf):
             out = Buf(name, "local", instr.acc_dtype, (instr.c.values,), None, d,
-                      jnp.zeros(self.shape + (instr.c.values, LMAX), ITYPE),
-                      jnp.zeros(self.shape + (instr.c.values,), ITYPE))
+                      np.zeros(self.shape + (instr.c.values, LMAX), ITYPE),
+                      np.zeros(self.shape + (instr.c.values,), ITYPE))
             self.buffers[f"{name}@{id(out)}"] = out
             self.env[name] = out
         keep = np.asarray(self.active)[..., None]
-        out.data = jnp.where(keep, d, out.data)
+        out.data = np.where(keep, d, out.data)
         if self.shadow:
             self._mma_shadow(instr, a, b, c, out, keep, s, (ar, ac, br, bc, cr, cc), W)
-
-
-
-
-
-
-
-
-
-
-
 
 
 # -------------------------------------------------------------------- reference
 
 
+def _scatter_matrix(values: np.ndarray, cells: np.ndarray, shape: tuple[int, int, int, int]) -> np.ndarray:
+    """A matrix operand of every wave from its (B, W, lane, value) registers: `cells` gives each
+    (lane, value)'s row * cols + col; elements no register holds are 0."""
+    out = np.zeros((shape[0], shape[1], shape[2] * shape[3]), np.float32)
+    out[:, :, cells.reshape(-1)] = values.reshape(shape[0], shape[1], -1)
+    return out.reshape(shape)
 
 
+_THREAD_CALLS = {"thread_id", "block_id", "lane_id", "wave_id", "warp_id"}
 
 
+def _integer_names(e: A.Expr) -> tuple[str, ...] | None:
+    """The free names of an expression built only of names, integer literals, integer operators
+    and thread-id calls (its value depends on nothing else), or None for any other expression."""
+    names: set[str] = set()
 
+    def pure(x: A.Expr) -> bool:
+        if isinstance(x, A.Name):
+            names.add(x.id)
+            return True
+        if isinstance(x, (A.Int, A.Bool)):
+            return True
+        if isinstance(x, A.BinOp):
+            return x.op not in ("@", "/") and pure(x.left) and pure(x.right)
+        if isinstance(x, A.UnaryOp):
+            return pure(x.operand)
+        if isinstance(x, A.BoolOp):
+            return all(pure(v) for v in x.values)
+        if isinstance(x, A.Call):
+            return x.func_name in _THREAD_CALLS and not x.kwargs and all(isinstance(a, A.Int) for a in x.args)
+        return False
 
-
-
-
-
-
-
-
-
+    return tuple(sorted(names)) if pure(e) else None

@@ -6,6 +6,8 @@ import math
 import os
 
 from ..lang.errors import UsageError
+from ..lang.source import Span
+from .state import SimulationError
 
 INT32_MAX = 2 ** 31 - 1  # the simulator's index arithmetic is int32 (state.ITYPE)
 DEFAULT_MAX_BYTES = 4 * 2 ** 30  # 4 GiB; `ave simulate --max-memory GIB` or AVE_SIM_MAX_MEMORY overrides it
@@ -15,6 +17,8 @@ ENV_MAX_MEMORY = "AVE_SIM_MAX_MEMORY"  # GiB, like --max-memory
 TENSOR_BYTES = 4 + 4 + 8
 # bytes per (block, thread) of one data value with its shadow tag (state.Data: value, tag, arity)
 THREAD_BYTES = 4 + 4 * 6 + 4
+# bytes per (block, element) of a shared array's storage: value, tag, arity, the race detector's state
+SHARED_BYTES = 4 + 4 * 6 + 4 + 4 * 4
 
 
 class SimulationTooLarge(UsageError):
@@ -60,3 +64,16 @@ def check_memory(tensors: dict[str, tuple[int, ...]], blocks: int, threads: int,
             f"{blocks:,} blocks x {threads} threads {gib(thread_bytes)}; {what}), over the limit of {gib(limit)} "
             f"(--max-memory GIB or {ENV_MAX_MEMORY})")
     return need
+
+
+def check_shared(name: str, cosize: int, blocks: int, max_bytes: int | None, span: Span) -> None:
+    """A shared array's storage (a padded layout may span far more than its elements) fits the
+    int32 addresses and the memory limit, before it is allocated."""
+    if cosize > INT32_MAX:
+        raise SimulationError(f"shared array {name}'s layout spans {cosize:,} elements: more than the simulator's "
+                              f"32-bit addresses", span)
+    limit = default_max_bytes() if max_bytes is None else max_bytes
+    need = blocks * cosize * SHARED_BYTES
+    if need > limit:
+        raise SimulationTooLarge(f"shared array {name} ({cosize:,} elements of storage x {blocks:,} blocks) needs "
+                                 f"{gib(need)}, over the limit of {gib(limit)} (--max-memory GIB or {ENV_MAX_MEMORY})")

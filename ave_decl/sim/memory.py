@@ -1,7 +1,6 @@
 """Memory of the simulator: addressing, loads and stores, bounds, races, async copies (mixed into Simulator)."""
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 from ..lang import ast as A
@@ -26,7 +25,7 @@ class MemoryModel:
 
     def _commit_copies(self) -> None:
         """`async_commit()`: each active thread closes its open group (cp.async.commit_group)."""
-        self.committed = self.committed + jnp.asarray(self.active, ITYPE)
+        self.committed = self.committed + np.asarray(self.active, ITYPE)
 
     def _land_copies(self, leave: int | None = None) -> None:
         """`async_wait()` (leave None): every copy of the active threads lands. `async_wait(n)`: the
@@ -39,7 +38,7 @@ class MemoryModel:
             self.active = due
             self._store(buf, idx, data, s)
             rest = active & ~due
-            if bool(jnp.any(rest)):  # copies of threads that did not wait (or whose group is recent) stay in flight
+            if bool(np.any(rest)):  # copies of threads that did not wait (or whose group is recent) stay in flight
                 self.pending.append((buf, idx, data, s, rest, group))
         self.active = saved
 
@@ -47,25 +46,25 @@ class MemoryModel:
         m = self.active
         masked = None
         if new.masked is not None or old.masked is not None:
-            masked = jnp.where(m, masked_of(new), masked_of(old))
-        return Data(jnp.where(m, new.v, old.v), jnp.where(m[..., None], new.tag, old.tag),
-                    jnp.where(m, new.arity, old.arity), masked)
+            masked = np.where(m, masked_of(new), masked_of(old))
+        return Data(np.where(m, new.v, old.v), np.where(m[..., None], new.tag, old.tag),
+                    np.where(m, new.arity, old.arity), masked)
 
     # ------------------------------------------------------------ memory
-    def _flat(self, buf: Buf, idx: list[jnp.ndarray]) -> tuple[jnp.ndarray, jnp.ndarray]:
+    def _flat(self, buf: Buf, idx: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Linear (physical) address and an in-bounds mask."""
-        ok = jnp.ones(self.shape, bool)
+        ok = np.ones(self.shape, bool)
         for c, extent in zip(idx, buf.shape):
             ok = ok & (c >= 0) & (c < extent)
         if buf.layout is not None:
-            addr = jnp.asarray(buf.layout.evaluate(*[np.asarray(c) for c in idx]), ITYPE)
+            addr = np.asarray(buf.layout.evaluate(*[np.asarray(c) for c in idx]), ITYPE)
         else:
-            addr = jnp.zeros(self.shape, ITYPE)
+            addr = np.zeros(self.shape, ITYPE)
             for c, extent in zip(idx, buf.shape):
                 addr = addr * extent + c
         return addr, ok
 
-    def _oob(self, buf: Buf, ok: jnp.ndarray, s) -> None:
+    def _oob(self, buf: Buf, ok: np.ndarray, s) -> None:
         bad = np.asarray(self.active & ~ok)
         if bad.any():
             b, t = (int(x) for x in np.argwhere(bad)[0])
@@ -73,74 +72,89 @@ class MemoryModel:
                                f"{self.block_ids[b]}, thread {t}{self._iters()}")
         self._probe(s, {}, oob=bad)
 
-    def load(self, buf: Buf, idx: list[jnp.ndarray], node) -> Data:
+    def _lanes(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(block, thread, lane) indices of the lanes where `mask` holds, in row-major order (as
+        np.nonzero gives them, so later stores to one element win); the lane is block * T + thread."""
+        if mask.all():
+            return self.all_blocks, self.all_threads, self.all_lanes
+        lanes = np.flatnonzero(mask)
+        return lanes // self.T, lanes % self.T, lanes
+
+    def _cells(self, buf: Buf, safe: np.ndarray) -> np.ndarray:
+        """Each (block, thread)'s element of a shared or local buffer, as an index into its flat storage."""
+        rows = self.block_rows if buf.space == "shared" else self.lane_rows
+        return rows * buf.size + safe
+
+    def load(self, buf: Buf, idx: list[np.ndarray], node) -> Data:
         addr, ok = self._flat(buf, idx)
         self._oob(buf, ok, node)
-        safe = jnp.where(ok, addr, 0)
-        b = jnp.arange(self.B)[:, None]
-        if buf.space == "global":
-            v = buf.data.reshape(-1)[safe]
-        elif buf.space == "shared":
-            v = buf.data[b, safe]
+        if buf.data.size == 0:  # a zero-size tensor or array: every access is out of bounds (reported above)
+            return Data(np.zeros(self.shape, np.float32), np.zeros(self.shape + (LMAX,), ITYPE),
+                        np.zeros(self.shape, ITYPE))
+        safe = np.where(ok, addr, 0)
+        cell = safe if buf.space == "global" else self._cells(buf, safe)
+        v = np.where(ok, np.take(buf.data, cell), np.float32(0))
+        if buf.space == "shared":
             self._race_check(buf, "load", ok, addr, node)
-        else:
-            v = buf.data[b, jnp.arange(self.T)[None, :], safe]
-        v = jnp.where(ok, v, 0.0)
         if buf.tag_fn is not None:
             tag, arity = self._tag_of(buf, idx)
         elif buf.space == "global":
-            tag, arity = jnp.zeros(self.shape + (LMAX,), ITYPE), jnp.zeros(self.shape, ITYPE)
-        elif buf.space == "shared":
-            tag, arity = buf.tag[b, safe], buf.arity[b, safe]  # type: ignore[index]
+            tag, arity = np.zeros(self.shape + (LMAX,), ITYPE), np.zeros(self.shape, ITYPE)
         else:
-            t = jnp.arange(self.T)[None, :]
-            tag, arity = buf.tag[b, t, safe], buf.arity[b, t, safe]  # type: ignore[index]
+            tag, arity = np.take(buf.tag.reshape(-1, LMAX), cell, axis=0), np.take(buf.arity, cell)  # type: ignore[union-attr]
         masked = None
         if buf.masked is not None:
-            masked = buf.masked[b, safe] if buf.space == "shared" else buf.masked[b, jnp.arange(self.T)[None, :], safe]
-        return Data(v, tag, jnp.where(ok, arity, 0), masked)
+            masked = np.take(buf.masked, cell)
+        return Data(v, tag, np.where(ok, arity, 0), masked)
 
     def _race_check(self, buf: Buf, kind: str, ok, addr, node) -> None:
-        bs, ts = np.nonzero(np.asarray(self.active & ok))
+        bs, ts, lanes = self._lanes(self.active & ok)
+        addrs = addr.reshape(-1)[lanes]
         for pbuf, pidx, _d, ps, pact, _group in self.pending:
             if pbuf is buf:
                 paddr, pok = self._flat(buf, pidx)
                 pb, pt = np.nonzero(np.asarray(pact & pok))
                 self.races.in_flight(buf.name, set(zip(pb.tolist(), np.asarray(paddr)[pb, pt].tolist())),
-                                     ps.span.line, bs, ts, np.asarray(addr)[bs, ts], node.span.line, self.loop_vars)
-        self.races.access(id(buf), buf.name, buf.size, kind, bs, ts, np.asarray(addr)[bs, ts].astype(np.int64),
-                          node.span.line, self.loop_vars)
+                                     ps.span.line, bs, ts, addrs, node.span.line, self.loop_vars)
+        self.races.access(id(buf), buf.name, buf.size, kind, bs, ts, addrs, node.span.line, self.loop_vars)
 
-    def _store(self, buf: Buf, idx: list[jnp.ndarray], data: Data, s) -> None:
+    def _store(self, buf: Buf, idx: list[np.ndarray], data: Data, s) -> None:
         addr, ok = self._flat(buf, idx)
         self._oob(buf, ok, s)
         if buf.tag_fn is not None and self.shadow and buf.space != "local":
             self._check_stored_tag(buf, idx, data, s)
-        m = np.asarray(self.active & ok)
-        bs, ts = np.nonzero(m)
-        a = np.asarray(addr)[bs, ts]
-        vals = jnp.asarray(np.asarray(data.v)[bs, ts])
+        bs, ts, lanes = self._lanes(self.active & ok)
+        a = addr.reshape(-1)[lanes]
+        vals = data.v.reshape(-1)[lanes]
         if buf.space == "global":
             counts = self.write_counts.setdefault(buf.name, np.zeros(buf.size, np.int64))
             np.add.at(counts, a, 1)
-            flat = buf.data.reshape(-1).at[a].set(vals)
-            buf.data = flat.reshape(buf.data.shape)
+            np.put(buf.data, a, vals)
             buf.written = True
             return
-        tags, ar = np.asarray(data.tag)[bs, ts], np.asarray(data.arity)[bs, ts]
+        cell = (bs if buf.space == "shared" else lanes) * buf.size + a
         if data.masked is not None or buf.masked is not None:
             if buf.masked is None:
-                buf.masked = jnp.zeros(buf.arity.shape, bool)  # type: ignore[union-attr]
-            mk = np.asarray(data.masked)[bs, ts] if data.masked is not None else np.zeros(len(bs), bool)
-            at = (bs, a) if buf.space == "shared" else (bs, ts, a)
-            buf.masked = buf.masked.at[at].set(mk)
+                buf.masked = np.zeros(buf.arity.shape, bool)  # type: ignore[union-attr]
+            mk = data.masked.reshape(-1)[lanes] if data.masked is not None else False
+            np.put(buf.masked, cell, mk)
         if buf.space == "shared":
-            self.races.access(id(buf), buf.name, buf.size, "store", bs, ts, a.astype(np.int64), s.span.line,
-                              self.loop_vars)
-            buf.data = buf.data.at[bs, a].set(vals)
-            buf.tag = buf.tag.at[bs, a].set(tags)  # type: ignore[union-attr]
-            buf.arity = buf.arity.at[bs, a].set(ar)  # type: ignore[union-attr]
-        else:
-            buf.data = buf.data.at[bs, ts, a].set(vals)
-            buf.tag = buf.tag.at[bs, ts, a].set(tags)  # type: ignore[union-attr]
-            buf.arity = buf.arity.at[bs, ts, a].set(ar)  # type: ignore[union-attr]
+            self.races.access(id(buf), buf.name, buf.size, "store", bs, ts, a, s.span.line, self.loop_vars)
+        buf.data, buf.tag, buf.arity = (_contiguous(x) for x in (buf.data, buf.tag, buf.arity))  # type: ignore[arg-type]
+        buf.data.reshape(-1)[cell] = vals
+        _rows(buf.tag)[cell] = _rows(np.ascontiguousarray(data.tag)).take(lanes)
+        buf.arity.reshape(-1)[cell] = data.arity.reshape(-1)[lanes]
+
+
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """`a` in C order, so that reshape(-1) is a view and writes through it reach the buffer."""
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+_TAG_ROW = np.dtype((np.void, LMAX * np.dtype(ITYPE).itemsize))
+
+
+def _rows(tag: np.ndarray) -> np.ndarray:
+    """A C-ordered tag array's LMAX components as one opaque item per element (a view): numpy
+    gathers and scatters whole items several times faster than (n, LMAX) rows."""
+    return tag.view(_TAG_ROW).reshape(-1)

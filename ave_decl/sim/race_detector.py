@@ -28,31 +28,36 @@ class Race:
 
 @dataclass
 class _Track:
+    """Per (block, element) of one buffer, flat (block * size + element): the last store's epoch,
+    group and line."""
+
     w_epoch: np.ndarray
     w_group: np.ndarray
     w_line: np.ndarray
     # per load line: (epoch, group) of that line's last reads of each element, so a WAR race is
     # attributed to every load statement that read the element in the epoch, not only the last
     readers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    scratch: np.ndarray | None = None  # one instruction's groups per element (_several_groups)
 
 
 class RaceDetector:
     def __init__(self, blocks: int, threads: int, group_of: np.ndarray):
         self.B, self.T = blocks, threads
-        self.group_of = group_of  # thread -> ordering group
+        self.group_of = group_of.astype(np.int32)  # thread -> ordering group
         self.epoch = 0
         self.tracks: dict[int, _Track] = {}
         self.races: dict[tuple[str, str, int, int], Race] = {}
 
     def _full(self, size: int, v: int) -> np.ndarray:
-        return np.full((self.B, size), v, np.int64)
+        return np.full(self.B * size, v, np.int32)
 
     def barrier(self) -> None:
         self.epoch += 1
 
     def _track(self, key: int, size: int) -> _Track:
         if key not in self.tracks:
-            self.tracks[key] = _Track(self._full(size, -1), self._full(size, -1), self._full(size, 0))
+            self.tracks[key] = _Track(self._full(size, -1), self._full(size, -1), self._full(size, 0),
+                                      scratch=self._full(size, -1))
         return self.tracks[key]
 
     def _record(self, kind: str, name: str, first: np.ndarray, line: int, bs, ts, addrs, other, iters) -> None:
@@ -73,41 +78,56 @@ class RaceDetector:
             return
         tr = self._track(key, size)
         groups = self.group_of[ts]
+        cell = bs * size + addrs
         now = self.epoch
+        w_epoch, w_group = tr.w_epoch[cell], tr.w_group[cell]
         if kind == "load":
-            hit = (tr.w_epoch[bs, addrs] == now) & (tr.w_group[bs, addrs] != groups)
+            hit = (w_epoch == now) & (w_group != groups)
             if hit.any():
-                self._record("RAW", name, tr.w_line[bs, addrs][hit], line, bs[hit], ts[hit], addrs[hit],
-                             tr.w_group[bs, addrs][hit], iters)
-            r_epoch, r_group = tr.readers.setdefault(line, (self._full(size, -1), self._full(size, -1)))
-            fresh = r_epoch[bs, addrs] != now
-            r_group[bs[fresh], addrs[fresh]] = -1
-            r_epoch[bs, addrs] = now
-            self._merge_groups(r_group, bs, addrs, groups)
+                self._record("RAW", name, tr.w_line[cell][hit], line, bs[hit], ts[hit], addrs[hit], w_group[hit],
+                             iters)
+            if line not in tr.readers:
+                tr.readers[line] = (self._full(size, -1), self._full(size, -1))
+            r_epoch, r_group = tr.readers[line]
+            fresh = r_epoch[cell] != now
+            r_group[cell[fresh]] = -1
+            r_epoch[cell] = now
+            cur = r_group[cell]
+            r_group[cell] = np.where(cur == -1, groups, np.where(cur == groups, cur, MULTI))
+            several = self._several_groups(tr, cell, groups)
+            if several is not None:  # two readers of different groups in this one instruction
+                r_group[cell[several]] = MULTI
             return
         for load_line, (r_epoch, r_group) in tr.readers.items():
-            old = r_group[bs, addrs]
-            hit = (r_epoch[bs, addrs] == now) & (old != -1) & ((old == MULTI) | (old != groups))
+            old = r_group[cell]
+            hit = (r_epoch[cell] == now) & (old != -1) & ((old == MULTI) | (old != groups))
             if hit.any():
                 self._record("WAR", name, np.full(int(hit.sum()), load_line), line, bs[hit], ts[hit], addrs[hit],
                              old[hit], iters)
-        hit = (tr.w_epoch[bs, addrs] == now) & (tr.w_group[bs, addrs] != groups) & (tr.w_group[bs, addrs] >= 0)
+        hit = (w_epoch == now) & (w_group != groups) & (w_group >= 0)
         if hit.any():
-            self._record("WAW", name, tr.w_line[bs, addrs][hit], line, bs[hit], ts[hit], addrs[hit],
-                         tr.w_group[bs, addrs][hit], iters)
-        # several groups storing one element in the same instruction
-        flat = bs * size + addrs
-        lo = np.full(self.B * size, np.iinfo(np.int64).max)
-        hi = np.full(self.B * size, -1)
-        np.minimum.at(lo, flat, groups)
-        np.maximum.at(hi, flat, groups)
-        clash = lo[flat] != hi[flat]
-        if clash.any():
+            self._record("WAW", name, tr.w_line[cell][hit], line, bs[hit], ts[hit], addrs[hit], w_group[hit], iters)
+        if self._several_groups(tr, cell, groups) is not None:  # several groups storing one element at once
+            lo = np.full(tr.w_epoch.size, np.iinfo(np.int32).max, np.int32)
+            hi = np.full(tr.w_epoch.size, -1, np.int32)
+            np.minimum.at(lo, cell, groups)
+            np.maximum.at(hi, cell, groups)
+            clash = lo[cell] != hi[cell]
             self._record("WAW", name, np.full(int(clash.sum()), line), line, bs[clash], ts[clash], addrs[clash],
-                         np.where(groups[clash] == lo[flat][clash], hi[flat][clash], lo[flat][clash]), iters)
-        tr.w_epoch[bs, addrs] = now
-        tr.w_group[bs, addrs] = groups
-        tr.w_line[bs, addrs] = line
+                         np.where(groups[clash] == lo[cell][clash], hi[cell][clash], lo[cell][clash]), iters)
+        tr.w_epoch[cell] = now
+        tr.w_group[cell] = groups
+        tr.w_line[cell] = line
+
+    @staticmethod
+    def _several_groups(tr: _Track, cell: np.ndarray, groups: np.ndarray) -> np.ndarray | None:
+        """Which accesses of one instruction meet an access of another group at their element
+        (None: none do). One group's value per element wins the scratch write; an element that
+        several groups access has an access whose group differs from the winner's."""
+        scratch = tr.scratch
+        scratch[cell] = groups  # type: ignore[index]
+        differ = scratch[cell] != groups  # type: ignore[index]
+        return differ if differ.any() else None
 
     def in_flight(self, name: str, pending: set[tuple[int, int]], copy_line: int, bs, ts, addrs, line: int,
                   iters: dict[str, int]) -> None:
@@ -116,19 +136,6 @@ class RaceDetector:
         if hit.any():
             self._record("ASYNC", name, np.full(int(hit.sum()), copy_line), line, bs[hit], ts[hit], addrs[hit],
                          np.full(int(hit.sum()), -1), iters)
-
-    def _merge_groups(self, r_group: np.ndarray, bs, addrs, groups) -> None:
-        cur = r_group[bs, addrs]
-        r_group[bs, addrs] = np.where(cur == -1, groups, np.where(cur == groups, cur, MULTI))
-        # two readers of different groups in this one instruction
-        flat_keys = bs * r_group.shape[1] + addrs
-        order = np.lexsort((groups, flat_keys))
-        k, g = flat_keys[order], groups[order]
-        same_key = k[1:] == k[:-1]
-        differ = same_key & (g[1:] != g[:-1])
-        if differ.any():
-            idx = order[1:][differ]
-            r_group[bs[idx], addrs[idx]] = MULTI
 
     def report(self) -> list[dict]:
         return [{"kind": r.kind, "buffer": r.buffer, "first_line": r.first_line, "second_line": r.second_line,

@@ -1,8 +1,6 @@
 """Simulate the kernels of a file and compare their outputs with their references."""
 from __future__ import annotations
 
-import jax
-
 from ..lang.resolve import resolve_imports
 from ..lang.source import SourceFile
 from .interpreter import Simulator
@@ -24,7 +22,6 @@ def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None =
     imports = resolve_imports(module)
     references = {k.name: reference_of(k) for k in module.kernels}
     out = []
-    jax.config.update("jax_platforms", "cpu")
     for k in module.kernels:
         if kernel is not None and k.name != kernel:
             continue

@@ -1,7 +1,6 @@
 """Shadow checks of the simulator: stored tags, assertions, K pairing, probes (mixed into Simulator)."""
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 from ..hw.instructions import Instruction
@@ -12,16 +11,16 @@ from .state import ITYPE, LMAX, ZERO_MARK, Buf, Data, Failure, is_zero, merge_cl
 class ShadowChecks:
     """Shadow checks of the simulator: stored tags, assertions, K pairing, probes."""
 
-    def _check_stored_tag(self, buf: Buf, idx: list[jnp.ndarray], data: Data, s) -> None:
+    def _check_stored_tag(self, buf: Buf, idx: list[np.ndarray], data: Data, s) -> None:
         """A store into a tagged buffer must store the element the tag names (ave/epilogue-placement,
         ave/shared-round-trip)."""
         want, want_ar = self._tag_of(buf, idx)
-        holds = (data.arity == want_ar) & jnp.all(data.tag == want, axis=-1)
+        holds = (data.arity == want_ar) & np.all(data.tag == want, axis=-1)
         inv = "ave/epilogue-placement" if buf.space == "global" else "ave/shared-round-trip"
         self._record(inv, s, holds[..., None], data.tag[:, :, None], data.arity[..., None], want[:, :, None],
                      want_ar[..., None])
 
-    def _tag_of(self, buf: Buf, idx: list[jnp.ndarray]) -> tuple[jnp.ndarray, jnp.ndarray]:
+    def _tag_of(self, buf: Buf, idx: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         lam, captured = buf.tag_fn  # type: ignore[misc]
         saved = self.env
         self.env = dict(captured)
@@ -30,8 +29,8 @@ class ShadowChecks:
         body = lam.body.elts if isinstance(lam.body, A.Tuple) else (lam.body,)
         comps = [self._index(c) for c in body]
         self.env = saved
-        tag = jnp.stack(comps + [jnp.zeros(self.shape, ITYPE)] * (LMAX - len(comps)), axis=-1)
-        return tag, jnp.full(self.shape, len(comps), ITYPE)
+        tag = np.stack(comps + [np.zeros(self.shape, ITYPE)] * (LMAX - len(comps)), axis=-1)
+        return tag, np.full(self.shape, len(comps), ITYPE)
 
     def _assert(self, e: A.Call, s) -> None:
         if not self.shadow:
@@ -39,7 +38,7 @@ class ShadowChecks:
         _, lt, la = self._operand(e.args[0])
         _, rt, ra = self._operand(e.args[1])
         if e.func_name == "assert_tag_eq":
-            holds = (la == ra) & jnp.all(lt == rt, axis=-1) & (la > 0)
+            holds = (la == ra) & np.all(lt == rt, axis=-1) & (la > 0)
         else:
             holds = self._relation(e.args[2], lt, la, rt, ra)
         self._record("ave/tag-assert", s, holds, lt, la, rt, ra)
@@ -54,15 +53,15 @@ class ShadowChecks:
         holds = (self._relation(e.args[1], lt, la, lt, la) == ~masked) | (la <= 0)
         self._record("ave/masked-flow", s, holds, lt, la, lt, la, extra={"masked": masked})
 
-    def _operand_masked(self, e: A.Expr, shape) -> jnp.ndarray:
+    def _operand_masked(self, e: A.Expr, shape) -> np.ndarray:
         if isinstance(e, A.Name) and isinstance(self.env.get(e.id), Buf):
             m = self.env[e.id].masked
         else:
             d = self.eval(e)
             m = None if d.masked is None else d.masked[..., None]
-        return jnp.zeros(shape, bool) if m is None else jnp.broadcast_to(m, shape)
+        return np.zeros(shape, bool) if m is None else np.broadcast_to(m, shape)
 
-    def _relation(self, lam: A.Lambda, lt, la, rt, ra) -> jnp.ndarray:
+    def _relation(self, lam: A.Lambda, lt, la, rt, ra) -> np.ndarray:
         names = dict(zip(lam.params, [(lt, la), (rt, ra)]))
 
         def go(x: A.Expr):
@@ -71,12 +70,12 @@ class ShadowChecks:
                 i = x.indices[0]
                 k = int(self._const(i)) if not (isinstance(i, A.UnaryOp) and i.op == "-") else \
                     -int(self._const(i.operand))
-                pos = jnp.where(k < 0, arity + k, k)
-                return jnp.take_along_axis(tag, jnp.clip(pos, 0, LMAX - 1)[..., None], axis=-1)[..., 0]
+                pos = np.where(k < 0, arity + k, k)
+                return np.take_along_axis(tag, np.clip(pos, 0, LMAX - 1)[..., None], axis=-1)[..., 0]
             if isinstance(x, A.BinOp):
                 return self._binop(x.op, go(x.left), go(x.right))
             if isinstance(x, A.BoolOp):
-                vals = [jnp.asarray(go(v)) != 0 for v in x.values]
+                vals = [np.asarray(go(v)) != 0 for v in x.values]
                 out = vals[0]
                 for v in vals[1:]:
                     out = (out & v) if x.op == "and" else (out | v)
@@ -85,12 +84,12 @@ class ShadowChecks:
                 inner = go(x.operand)
                 return (inner == 0) if x.op == "not" else -inner
             v = self.eval(x)
-            return jnp.asarray(v.v.astype(ITYPE) if isinstance(v, Data) else v)[..., None]
+            return np.asarray(v.v.astype(ITYPE) if isinstance(v, Data) else v)[..., None]
 
-        return (jnp.asarray(go(lam.body)) != 0) & (la > 0) & (ra > 0)
+        return (np.asarray(go(lam.body)) != 0) & (la > 0) & (ra > 0)
 
     def _record(self, inv: str, s, holds, lt, la, rt, ra, source: str = "", extra: dict | None = None) -> None:
-        act = self.active[..., None] & jnp.ones(holds.shape, bool)
+        act = self.active[..., None] & np.ones(holds.shape, bool)
         bad = np.asarray(act & ~holds)
         key = (inv, s.span.line)
         f = self.failures.setdefault(key, Failure(inv, s.span.line, 0, 0, {}))
@@ -117,8 +116,8 @@ class ShadowChecks:
         if any(self.loop_vars.get(k) != v for k, v in p.get("iterations", {}).items()):
             return
         self.probes.append({"line": s.span.line, "iterations": dict(self.loop_vars), "oob": oob, "source": source,
-                            "operands": {k: (np.asarray(t), np.asarray(a)) for k, (t, a) in operands.items()},
-                            "extra": {k: np.asarray(v) for k, v in (extra or {}).items()}})
+                            "operands": {k: (np.array(t), np.array(a)) for k, (t, a) in operands.items()},
+                            "extra": {k: np.array(v) for k, v in (extra or {}).items()}})
 
     def _mma_shadow(self, instr: Instruction, a: Buf, b: Buf, c: Buf, out: Buf, keep, s, maps, W: int) -> None:
         ar, ac, br, bc, cr, cc = maps
@@ -136,8 +135,8 @@ class ShadowChecks:
         a_ar = aa[:, :, a_slot[..., 0], a_slot[..., 1]]
         b_tag = bt[:, :, b_slot[..., 0], b_slot[..., 1]]  # (B, W, K, N, LMAX)
         b_ar = ba[:, :, b_slot[..., 0], b_slot[..., 1]]
-        ka = jnp.take_along_axis(a_tag, jnp.clip(a_ar - 1, 0, LMAX - 1)[..., None], -1)[..., 0]  # (B,W,M,K)
-        kb = jnp.take_along_axis(b_tag, jnp.clip(jnp.where(b_ar >= 2, b_ar - 2, 0), 0, LMAX - 1)[..., None],
+        ka = np.take_along_axis(a_tag, np.clip(a_ar - 1, 0, LMAX - 1)[..., None], -1)[..., 0]  # (B,W,M,K)
+        kb = np.take_along_axis(b_tag, np.clip(np.where(b_ar >= 2, b_ar - 2, 0), 0, LMAX - 1)[..., None],
                                  -1)[..., 0]  # (B,W,K,N)
         # a product with a known-zero operand adds nothing: nothing to pair (docs/language.md, Zero tags)
         a_zero, b_zero = is_zero(a_tag, a_ar), is_zero(b_tag, b_ar)  # (B,W,M,K), (B,W,K,N)
@@ -166,27 +165,35 @@ class ShadowChecks:
         self._probe(s, {"a": (a.tag, a.arity), "b": (b.tag, b.arity)})
         # result tags: row components from A, column component from B, both at the first k whose
         # product has no zero operand; where every product has one, the result is a known zero
-        live = ~(a_zero[..., None] | b_zero[:, :, None])  # (B, W, M, K, N)
-        first = jnp.argmax(live, axis=3)  # (B, W, M, N)
-        all_zero = ~jnp.any(live, axis=3)
-        bi, wi = np.ogrid[:self.B, :W][0][..., None, None], np.ogrid[:self.B, :W][1][..., None, None]
-        mi, ni = np.arange(instr.m)[:, None], np.arange(instr.n)[None, :]
-        rows = a_tag[bi, wi, mi, first]  # (B, W, M, N, LMAX)
-        arow = a_ar[bi, wi, mi, first]
-        cols = b_tag[bi, wi, first, ni]  # (B, W, M, N, LMAX)
-        bcol = b_ar[bi, wi, first, ni]
-        lmax_idx = jnp.arange(LMAX)
-        res_ar = jnp.where((arow > 0) & (bcol > 0), arow, 0)
-        take_b = lmax_idx[None, None, None, None, :] == (res_ar - 1)[..., None]
-        bval = jnp.take_along_axis(cols, jnp.clip(bcol - 1, 0, LMAX - 1)[..., None], -1)[..., 0]  # (B,W,M,N)
-        ct = jnp.where(take_b, bval[..., None], rows)
-        ct = jnp.where(lmax_idx < res_ar[..., None], ct, 0)
-        ct = jnp.where(all_zero[..., None] & (lmax_idx == 0), ZERO_MARK, ct)
-        slot_tag = ct[:, :, cr, cc].reshape(self.B, self.T, -1, LMAX)
-        slot_ar = res_ar[:, :, cr, cc].reshape(self.B, self.T, -1)
+        if a_zero.any() or b_zero.any():
+            live = ~(a_zero[..., None] | b_zero[:, :, None])  # (B, W, M, K, N)
+            first = np.argmax(live, axis=3)  # (B, W, M, N)
+            all_zero = ~np.any(live, axis=3)
+        else:  # no zero operand anywhere: every product is live, the first at k = 0
+            first = np.zeros((self.B, W, instr.m, instr.n), np.intp)
+            all_zero = np.zeros(first.shape, bool)
+        # per result slot (lane, value) of every wave: its cell (row i, col j) and first live k
+        cells = (cr * instr.n + cc).reshape(-1)
+        first_k = first.reshape(self.B, W, -1)[:, :, cells]  # (B, W, S)
+        zero = all_zero.reshape(self.B, W, -1)[:, :, cells]
+        wave = (np.arange(self.B)[:, None] * W + np.arange(W)[None, :])[..., None]  # (B, W, 1)
+        a_cell = (wave * instr.m + (cells // instr.n)) * instr.k + first_k  # A[i, first k] in a_tag's (B,W,M,K)
+        b_cell = (wave * instr.k + first_k) * instr.n + (cells % instr.n)  # B[first k, j] in b_tag's (B,W,K,N)
+        rows = np.take(a_tag.reshape(-1, LMAX), a_cell, axis=0)  # (B, W, S, LMAX)
+        arow, bcol = np.take(a_ar, a_cell), np.take(b_ar, b_cell)
+        bval = np.take(b_tag.reshape(-1), b_cell * LMAX + np.clip(bcol - 1, 0, LMAX - 1))  # B's last component
+        res_ar = np.where((arow > 0) & (bcol > 0), arow, 0)
+        lmax_idx = np.arange(LMAX)
+        ct = rows * (lmax_idx < res_ar[..., None])  # A's row components, up to the result's arity
+        np.put_along_axis(ct, np.maximum(res_ar - 1, 0)[..., None], np.where(res_ar > 0, bval, 0)[..., None], -1)
+        ct[..., 0] = np.where(zero, ZERO_MARK, ct[..., 0])
+        slot_tag = ct.reshape(self.B, self.T, -1, LMAX)
+        slot_ar = res_ar.reshape(self.B, self.T, -1)
         # no product contributes (a K tail): the sum is the accumulator's, and keeps its tag
-        keeps_acc = all_zero[:, :, cr, cc].reshape(self.B, self.T, -1) & (c.arity != 0)  # type: ignore[operator]
-        slot_tag = jnp.where(keeps_acc[..., None], c.tag, slot_tag)  # type: ignore[arg-type]
-        slot_ar = jnp.where(keeps_acc, c.arity, slot_ar)  # type: ignore[arg-type]
-        out.tag = jnp.where(keep[..., None], slot_tag, out.tag)  # type: ignore[arg-type]
-        out.arity = jnp.where(keep, slot_ar, out.arity)  # type: ignore[arg-type]
+        keeps_acc = zero.reshape(self.B, self.T, -1) & (c.arity != 0)  # type: ignore[operator]
+        if keeps_acc.any():
+            slot_tag = np.where(keeps_acc[..., None], c.tag, slot_tag)  # type: ignore[arg-type]
+            slot_ar = np.where(keeps_acc, c.arity, slot_ar)  # type: ignore[arg-type]
+        everywhere = keep.all()
+        out.tag = slot_tag if everywhere else np.where(keep[..., None], slot_tag, out.tag)  # type: ignore[arg-type]
+        out.arity = slot_ar if everywhere else np.where(keep, slot_ar, out.arity)  # type: ignore[arg-type]

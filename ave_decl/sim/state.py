@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
@@ -20,7 +19,7 @@ LMAX = 6  # tag components carried per element
 ZERO_MARK = -(2**31) + 7
 
 
-ITYPE = jnp.int32
+ITYPE = np.int32
 
 
 ROUND = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "fp8": ml_dtypes.float8_e4m3fnuz,
@@ -46,21 +45,21 @@ def is_zero(tag, arity):
     return (arity == 0) & (tag[..., 0] == ZERO_MARK)
 
 
-def masked_of(d: "Data") -> jnp.ndarray:
+def masked_of(d: "Data") -> np.ndarray:
     """Data.masked as an array (all False where None)."""
-    return d.masked if d.masked is not None else jnp.zeros(d.arity.shape, bool)
+    return d.masked if d.masked is not None else np.zeros(d.arity.shape, bool)
 
 
 @dataclass
 class Data:
     """A data value of every (block, thread), with its shadow tag (arity 0 = Top)."""
 
-    v: jnp.ndarray  # (B, T) float32
-    tag: jnp.ndarray  # (B, T, LMAX) int32
-    arity: jnp.ndarray  # (B, T) int32
+    v: np.ndarray  # (B, T) float32
+    tag: np.ndarray  # (B, T, LMAX) int32
+    arity: np.ndarray  # (B, T) int32
     # the tagged source came through the untagged branch of a select (masked off); None: nowhere
     # (the static side's Alt.flow; checked by assert_mask)
-    masked: jnp.ndarray | None = None
+    masked: np.ndarray | None = None
 
 
 @dataclass
@@ -70,16 +69,18 @@ class Buf:
     dtype: str
     shape: tuple[int, ...]
     layout: AnyLayout | None
-    data: jnp.ndarray  # global: shape; shared: (B, size); local: (B, T, size)
-    tag: jnp.ndarray | None = None  # shared/local shadow: data.shape + (LMAX,)
-    arity: jnp.ndarray | None = None
+    data: np.ndarray  # global: shape; shared: (B, size); local: (B, T, size)
+    tag: np.ndarray | None = None  # shared/local shadow: data.shape + (LMAX,)
+    arity: np.ndarray | None = None
     tag_fn: tuple | None = None  # (lambda, captured env) of a tag binding
-    masked: jnp.ndarray | None = None  # shared/local: Data.masked of each element, once one was stored
+    masked: np.ndarray | None = None  # shared/local: Data.masked of each element, once one was stored
     written: bool = False
+    cosize: int | None = None  # shared: the storage a padded layout spans (one past its largest offset)
 
     @property
     def size(self) -> int:
-        return math.prod(self.shape)
+        """The elements the buffer's storage holds: its layout's cosize, at least its element count."""
+        return self.cosize if self.cosize is not None else math.prod(self.shape)
 
 
 @dataclass

@@ -267,6 +267,7 @@ def _hostile_kernels() -> dict[str, str]:
         "huge_shift": naive.replace("assume(M % 16 == 0", "assume(M < (1 << 10000000), M % 16 == 0"),
         "huge_int_literal": naive.replace("assume(M % 16 == 0", "assume(M < " + "9" * 5000 + ", M % 16 == 0"),
         "literal_100kb": naive.replace("acc = 0.0", "acc = " + "7" * 100_000 + "x"),
+        "int_literal_beyond_32_bits": naive.replace("acc = 0.0", "acc = 0.0 + 4294967296"),
         "block_zero": naive.replace("block=(16, 16)", "block=(0, 16)"),
         "block_negative": naive.replace("block=(16, 16)", "block=(-16, 16)"),
         "block_1024x1024": naive.replace("block=(16, 16)", "block=(1024, 1024)"),

@@ -311,6 +311,17 @@ def test_simulate_survives_fuzzed_sizes(kernel, sizes, blocks, seed, kernel_name
         assert not sentinel.exists(), "the reference expression ran a shell command\n" + o.describe()
 
 
+@pytest.mark.parametrize("name", KNOWN_BAD)
+def test_simulate_survives_the_known_bad_kernels(name):
+    """`ave simulate` on each known-bad kernel of issue 20: the simulator evaluates the AST itself
+    (not through the facts lowering), so each of its refusals needs a location of its own."""
+    with tempfile.TemporaryDirectory() as d:
+        (path,) = _write(Path(d), [HOSTILE_KERNELS[name].encode()])
+        o = invoke(["simulate", path, "--max-memory", "1"])
+        count("simulate")
+        assert_well_behaved(o, [path])
+
+
 @settings(max_examples=budget(3, 200), **FUZZ)
 @given(reference=st.sampled_from([
     "C = A @ B + 0 * np.f2py.os.system('touch {s}')", "C = __import__('os').system('touch {s}')",
