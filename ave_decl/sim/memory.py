@@ -98,7 +98,7 @@ class MemoryModel:
             self._race_check(buf, "load", ok, addr, node)
         if buf.tag_fn is not None:
             tag, arity = self._tag_of(buf, idx)
-        elif buf.space == "global":
+        elif buf.space == "global" or not self.shadow:  # without shadow checks no tag is ever read
             tag, arity = np.zeros(self.shape + (LMAX,), ITYPE), np.zeros(self.shape, ITYPE)
         else:
             tag, arity = np.take(buf.tag.reshape(-1, LMAX), cell, axis=0), np.take(buf.arity, cell)  # type: ignore[union-attr]
@@ -133,15 +133,18 @@ class MemoryModel:
             buf.written = True
             return
         cell = (bs if buf.space == "shared" else lanes) * buf.size + a
+        if buf.space == "shared":
+            self.races.access(id(buf), buf.name, buf.size, "store", bs, ts, a, s.span.line, self.loop_vars)
+        buf.data = _contiguous(buf.data)
+        buf.data.reshape(-1)[cell] = vals
+        if not self.shadow:  # values never depend on tags: only shadow checks read them
+            return
         if data.masked is not None or buf.masked is not None:
             if buf.masked is None:
                 buf.masked = np.zeros(buf.arity.shape, bool)  # type: ignore[union-attr]
             mk = data.masked.reshape(-1)[lanes] if data.masked is not None else False
             np.put(buf.masked, cell, mk)
-        if buf.space == "shared":
-            self.races.access(id(buf), buf.name, buf.size, "store", bs, ts, a, s.span.line, self.loop_vars)
-        buf.data, buf.tag, buf.arity = (_contiguous(x) for x in (buf.data, buf.tag, buf.arity))  # type: ignore[arg-type]
-        buf.data.reshape(-1)[cell] = vals
+        buf.tag, buf.arity = _contiguous(buf.tag), _contiguous(buf.arity)  # type: ignore[arg-type]
         _rows(buf.tag)[cell] = _rows(np.ascontiguousarray(data.tag)).take(lanes)
         buf.arity.reshape(-1)[cell] = data.arity.reshape(-1)[lanes]
 
