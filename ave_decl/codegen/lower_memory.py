@@ -6,7 +6,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..hw.expr import ExprTable
-from ..hw.layout import Composed, Layout, Swizzle, col_major, row_major, size_of
+from ..hw.layout import Composed, Layout, Swizzle, buffer_layout, col_major, row_major, storage_size
 from ..lang import ast as A
 from ..lang.consts import const_int
 from .dtypes import I32, I64, element_bytes, load_convert, storage_type, store_convert
@@ -71,10 +71,13 @@ class MemoryLowering:
             if arr is None:
                 lay_e = e.kwarg("layout")
                 layout = self.layout_value(lay_e) if lay_e is not None else None
-                if layout is not None and getattr(layout, "rank", 0) == 1 and len(shape) > 1:
-                    layout = Composed(layout, row_major(*shape))
+                try:
+                    if layout is not None:
+                        layout = buffer_layout(layout, tuple(shape))
+                    cosize = count if layout is None else storage_size(layout, tuple(shape))
+                except ValueError as exc:
+                    raise CodegenError(str(exc), (lay_e or e).span) from None
                 offset = self.info.shared_bytes  # type: ignore[attr-defined]
-                cosize = self._cosize(layout, count, e)
                 self.info.shared_bytes = offset + -(-cosize * element_bytes(dtype) // SHARED_ALIGN) * SHARED_ALIGN  # type: ignore[attr-defined]
                 ptr = self.t.shared_array(self.ab, self.module, name, elem, cosize, offset)  # type: ignore[attr-defined]  (entry block: dominates every use)
                 arr = SharedArray(name, ptr, dtype, tuple(shape), layout)
@@ -108,15 +111,6 @@ class MemoryLowering:
         b = self.b
         for_range(b, self.ab.alloca(I32), ir.Constant(I32, count),  # type: ignore[attr-defined]
                   lambda i: b.store(raw, b.gep(arr.ptr, [ir.Constant(I32, 0), i], inbounds=True)), f"{arr.name}.fill")
-
-    @staticmethod
-    def _cosize(layout, count: int, e: A.Expr) -> int:
-        if layout is None:
-            return count
-        offsets = np.asarray(layout.evaluate(*np.indices(_shape_of(layout, count)).reshape(-1, count)))
-        if offsets.min() < 0:
-            raise CodegenError("the layout maps an element to a negative offset", e.span)
-        return int(offsets.max()) + 1
 
     # ------------------------------------------------------------ addressing
     def indices(self, e: A.Subscript) -> list[ir.Value]:
@@ -260,12 +254,3 @@ class MemoryLowering:
         else:
             self.env[loop.var] = saved  # type: ignore[attr-defined]
         return True
-
-
-def _shape_of(layout, count: int) -> tuple[int, ...]:
-    inner = layout.inner if isinstance(layout, Composed) else layout
-    while isinstance(inner, Composed):
-        inner = inner.inner
-    if isinstance(inner, Layout) and isinstance(inner.shape, tuple):
-        return tuple(size_of(s) for s in inner.shape)
-    return (count,)

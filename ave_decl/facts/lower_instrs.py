@@ -7,7 +7,7 @@ from ..hw.dtypes import DTYPE_BYTES, DTYPES
 from ..hw.expr import CONST_BOUND
 from ..hw.expr import substitute
 from ..hw.instructions import LoadMatrix
-from ..hw.layout import Composed, Swizzle, row_major
+from ..hw.layout import buffer_layout, row_major
 from ..hw.targets import TARGETS
 from ..lang import ast as A
 from .values import Buffer, BVal, DVal, IVal, LayoutVal, const_size, describe
@@ -75,15 +75,10 @@ class InstructionLowering:
             lv = self.eval(lay_e)
             if not isinstance(lv, LayoutVal):
                 raise self.err(f"layout= needs a layout, not {describe(lv)}", lay_e)
-            layout = lv.layout
-            if isinstance(layout, Swizzle):
-                raise self.err("a swizzle needs a shape:stride layout to act on: swizzle(...) @ row_major(...)", lay_e)
-            if layout.size != prod(shape):
-                raise self.err(f"layout {layout} has {layout.size} elements but the buffer has {prod(shape)}", lay_e)
-            if layout.rank not in (1, len(shape)):
-                raise self.err(f"layout {layout} has rank {layout.rank}; the buffer has rank {len(shape)}", lay_e)
-            if layout.rank == 1 and len(shape) > 1:
-                layout = Composed(layout, row_major(*shape))
+            try:
+                layout = buffer_layout(lv.layout, shape)
+            except ValueError as exc:
+                raise self.err(str(exc), lay_e) from None
         elif space == "shared":
             layout = row_major(*shape)
         buf = Buffer(name, name, space, dt.id, tuple(self.t.const(d) for d in shape), shape, layout, s.span)

@@ -335,6 +335,31 @@ def col_major(*shape: int) -> Layout:
     return Layout(tuple(shape), tuple(flatten(_prefix_product(tuple(shape)))))
 
 
+def buffer_layout(layout: AnyLayout, shape: tuple[int, ...]) -> AnyLayout:
+    """`layout=` of a buffer of `shape`, checked; a rank-1 layout of a multi-dimensional buffer acts
+    on the row-major index. ValueError says what is wrong (the front end, the simulator and the
+    code generator each report it at the `layout=` argument)."""
+    if isinstance(layout, Swizzle):
+        raise ValueError("a swizzle needs a shape:stride layout to act on: swizzle(...) @ row_major(...)")
+    if layout.size != prod(shape):
+        raise ValueError(f"layout {layout} has {layout.size} elements but the buffer has {prod(shape)}")
+    if layout.rank not in (1, len(shape)):
+        raise ValueError(f"layout {layout} has rank {layout.rank}; the buffer has rank {len(shape)}")
+    return Composed(layout, row_major(*shape)) if layout.rank == 1 and len(shape) > 1 else layout
+
+
+def storage_size(layout: AnyLayout, shape: tuple[int, ...]) -> int:
+    """The elements a buffer of `shape` stored through `layout` (from buffer_layout) needs: one past
+    its largest offset, more than its element count for a padded layout. ValueError on a negative
+    offset."""
+    if prod(shape) == 0:
+        return 0
+    offsets = np.asarray(layout.evaluate(*np.indices(shape).reshape(len(shape), -1)), np.int64)
+    if offsets.min() < 0:
+        raise ValueError("the layout maps an element to a negative offset")
+    return int(offsets.max()) + 1
+
+
 # ---------------------------------------------------------- thread-value layouts
 @dataclass(frozen=True)
 class TVLayout:

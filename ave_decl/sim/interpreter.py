@@ -18,7 +18,7 @@ import numpy as np
 
 from ..hw.dtypes import DTYPES
 from ..hw.instructions import Instruction, LoadMatrix
-from ..hw.layout import Composed, Layout, Swizzle, col_major, row_major
+from ..hw.layout import Composed, Layout, Swizzle, buffer_layout, col_major, row_major, storage_size
 from ..lang import ast as A
 from .inputs import random_inputs, tensor_dims, tensor_shape
 from .limits import check_memory, check_shared, check_size_values
@@ -66,9 +66,9 @@ class Simulator(MemoryModel, ShadowChecks):
         self.probes: list[dict] = []
         self.tag_names: dict[str, int] = {}
         self.constants: dict[tuple[int, tuple[int, int]], np.ndarray] = {}  # _ival's broadcasts
-        # eval's reuse of integer expressions, keyed by node id (the node is kept, so its id is not reused)
-        self.pure_names: dict[int, tuple[A.Expr, tuple[str, ...] | None]] = {}
-        self.kept: dict[int, tuple[A.Expr, tuple, np.ndarray]] = {}
+        # eval's reuse of integer expressions, by node id: [node (kept, so its id is not reused),
+        # its free names (None: not an integer expression), their env objects, the value]
+        self.kept: dict[int, list] = {}
         self.augmented: dict[int, tuple[A.AugAssign, A.BinOp]] = {}  # _desugared
         with np.errstate(all="ignore"):  # x / 0, inf - inf, overflow: modelled values, not warnings
             self._setup(blocks)
@@ -298,7 +298,10 @@ class Simulator(MemoryModel, ShadowChecks):
         if e.func_name == "shared":
             lay_e = e.kwarg("layout")
             layout = self._shared_layout(self.eval(lay_e), shape, lay_e) if lay_e is not None else row_major(*shape)
-            size = self._cosize(layout, shape, size, e)
+            try:
+                size = storage_size(layout, shape)
+            except ValueError as exc:
+                raise SimulationError(str(exc), e.span) from None
             check_shared(name, size, self.B, self.max_bytes, e.span)
             buf = Buf(name, "shared", dt, shape, layout, np.zeros((self.B, size), np.float32),
                       np.zeros((self.B, size, LMAX), ITYPE), np.zeros((self.B, size), ITYPE), cosize=size)
@@ -313,26 +316,12 @@ class Simulator(MemoryModel, ShadowChecks):
     @staticmethod
     def _shared_layout(layout, shape: tuple[int, ...], e: A.Expr):
         """A shared array's `layout=` value, checked as the facts lowering checks it."""
-        if isinstance(layout, Swizzle):
-            raise SimulationError("a swizzle needs a shape:stride layout to act on: swizzle(...) @ row_major(...)",
-                                  e.span)
-        if not isinstance(layout, (Layout, Composed)):
+        if not isinstance(layout, (Layout, Composed, Swizzle)):
             raise SimulationError("layout= needs a layout", e.span)
-        if layout.size != math.prod(shape):
-            raise SimulationError(f"layout {layout} has {layout.size} elements but the buffer has "
-                                  f"{math.prod(shape)}", e.span)
-        if layout.rank not in (1, len(shape)):
-            raise SimulationError(f"layout {layout} has rank {layout.rank}; the buffer has rank {len(shape)}", e.span)
-        return Composed(layout, row_major(*shape)) if layout.rank == 1 and len(shape) > 1 else layout
-
-    @staticmethod
-    def _cosize(layout, shape: tuple[int, ...], count: int, e: A.Call) -> int:
-        """The storage a shared array's layout spans: one past its largest offset (a padded layout
-        spans more than the element count), as the code generator allocates it."""
-        offsets = np.asarray(layout.evaluate(*np.indices(shape).reshape(len(shape), -1)), np.int64)
-        if offsets.size and offsets.min() < 0:
-            raise SimulationError("the layout maps an element to a negative offset", e.span)
-        return max(count, int(offsets.max()) + 1 if offsets.size else 0)
+        try:
+            return buffer_layout(layout, shape)
+        except ValueError as exc:
+            raise SimulationError(str(exc), e.span) from None
 
     def _scalar(self, e: A.Expr) -> float:
         if isinstance(e, A.Float):
@@ -363,19 +352,18 @@ class Simulator(MemoryModel, ShadowChecks):
         index arithmetic is mostly loop-invariant, and env arrays are never written in place."""
         if type(e) is not A.BinOp:
             return self._eval(e)
-        names = self.pure_names.get(id(e))
-        if names is None or names[0] is not e:
-            names = self.pure_names[id(e)] = (e, _integer_names(e))
-        if names[1] is None:
-            return self._eval(e)
-        deps = tuple(self.env.get(n) for n in names[1])
         kept = self.kept.get(id(e))
-        if kept is not None and kept[0] is e and all(x is y for x, y in zip(kept[1], deps)):
-            return kept[2]
+        if kept is None or kept[0] is not e:
+            kept = self.kept[id(e)] = [e, _integer_names(e), (), None]
+        if kept[1] is None:
+            return self._eval(e)
+        deps = tuple(self.env.get(n) for n in kept[1])
+        if kept[3] is not None and all(x is y for x, y in zip(kept[2], deps)):
+            return kept[3]
         v = self._eval(e)
         if isinstance(v, np.ndarray) and all(isinstance(d, np.ndarray) for d in deps):
             v.flags.writeable = False  # shared by later evaluations: nobody may write it in place
-            self.kept[id(e)] = (e, deps, v)
+            kept[2], kept[3] = deps, v
         return v
 
     def _eval(self, e: A.Expr):

@@ -127,17 +127,16 @@ class MemoryModel:
         a = addr.reshape(-1)[lanes]
         vals = data.v.reshape(-1)[lanes]
         if buf.space == "global":
-            counts = self.write_counts.setdefault(buf.name, np.zeros(buf.size, np.int64))
-            np.add.at(counts, a, 1)
-            np.put(buf.data, a, vals)
+            cell = a
+            np.add.at(self.write_counts.setdefault(buf.name, np.zeros(buf.size, np.int64)), a, 1)
             buf.written = True
-            return
-        cell = (bs if buf.space == "shared" else lanes) * buf.size + a
+        else:
+            cell = (bs if buf.space == "shared" else lanes) * buf.size + a
         if buf.space == "shared":
             self.races.access(id(buf), buf.name, buf.size, "store", bs, ts, a, s.span.line, self.loop_vars)
         buf.data = _contiguous(buf.data)
         buf.data.reshape(-1)[cell] = vals
-        if not self.shadow:  # values never depend on tags: only shadow checks read them
+        if buf.space == "global" or not self.shadow:  # global tags come from tag functions; values never read tags
             return
         if data.masked is not None or buf.masked is not None:
             if buf.masked is None:

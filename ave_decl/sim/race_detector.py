@@ -34,10 +34,10 @@ class _Track:
     w_epoch: np.ndarray
     w_group: np.ndarray
     w_line: np.ndarray
+    scratch: np.ndarray  # one instruction's groups per element (RaceDetector._several_groups)
     # per load line: (epoch, group) of that line's last reads of each element, so a WAR race is
     # attributed to every load statement that read the element in the epoch, not only the last
     readers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    scratch: np.ndarray | None = None  # one instruction's groups per element (_several_groups)
 
 
 class RaceDetector:
@@ -57,7 +57,7 @@ class RaceDetector:
     def _track(self, key: int, size: int) -> _Track:
         if key not in self.tracks:
             self.tracks[key] = _Track(self._full(size, -1), self._full(size, -1), self._full(size, 0),
-                                      scratch=self._full(size, -1))
+                                      self._full(size, -1))
         return self.tracks[key]
 
     def _record(self, kind: str, name: str, first: np.ndarray, line: int, bs, ts, addrs, other, iters) -> None:
@@ -124,9 +124,8 @@ class RaceDetector:
         """Which accesses of one instruction meet an access of another group at their element
         (None: none do). One group's value per element wins the scratch write; an element that
         several groups access has an access whose group differs from the winner's."""
-        scratch = tr.scratch
-        scratch[cell] = groups  # type: ignore[index]
-        differ = scratch[cell] != groups  # type: ignore[index]
+        tr.scratch[cell] = groups
+        differ = tr.scratch[cell] != groups
         return differ if differ.any() else None
 
     def in_flight(self, name: str, pending: set[tuple[int, int]], copy_line: int, bs, ts, addrs, line: int,

@@ -79,7 +79,7 @@ class Buf:
 
     @property
     def size(self) -> int:
-        """The elements the buffer's storage holds: its layout's cosize, at least its element count."""
+        """The elements the buffer's storage holds (a padded shared layout's cosize)."""
         return self.cosize if self.cosize is not None else math.prod(self.shape)
 
 
