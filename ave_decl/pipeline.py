@@ -56,7 +56,7 @@ def error_report(exc: AveError, source: SourceFile | None, path: str) -> ErrorRe
     loc = None
     if exc.span is not None and exc.span.line > 0:
         s = exc.span
-        loc = Location(s.path, s.line, s.col, s.end_line, s.end_col)
+        loc = Location.of(s)
     return ErrorReport(path, exc.kind, exc.message, loc, exc.render(source), int(exc.exit_code))
 
 
@@ -279,7 +279,7 @@ def dump_relations(prog: Program, kernels: list[KernelFacts], derived: dict[str,
                 spans = [locator.span(kind, v) if kind in ("Stmt", "Access", "Value") else None
                          for kind, v in zip(kinds, row)]
                 dump.tuples.append(RelationTuple(
-                    list(row), [None if s is None else Location(s.path, s.line, s.col, s.end_line, s.end_col)
+                    list(row), [None if s is None else Location.of(s)
                                 for s in spans],
                     [locator.expr(v) if kind == "ExprId" else None for kind, v in zip(kinds, row)]))
             out.append(dump)

@@ -13,21 +13,24 @@ from llvmlite import ir
 from ..hw.instructions import Instruction, LoadMatrix
 from ..lang import ast as A
 from ..lang.consts import const_int
+from ..lang.resolve import SCHEDULING_HINTS
 from . import kinds as K
 from .abi import KernelSignature, TensorParam, signature
 from .consts import single_assignments
-from .uniform import is_varying, varying_names
 from .dtypes import F32, I32, storage_type
 from .errors import CodegenError
 from .lower_exprs import ExprLowering
 from .lower_instrs import InstrLowering
 from .lower_memory import MemoryLowering
 from .target import CodegenTarget, LoweredKernel
+from .uniform import is_varying, varying_names
 from .values import ConstInt, GlobalTensor, LayoutConst, Val, Var
 
 UNROLL_TRIPS = 64  # a constant loop of at most this many iterations is unrolled...
 UNROLL_STATEMENTS = 4096  # ...unless the unrolled body would exceed this many statements
-NO_CODE = {"assume", "tag", "reset_tags", "assert_tag", "assert_tag_eq", "assert_mask"}
+# statements with no code on this target: the verifier's, and AMD's scheduling hints (the amdgpu
+# backend emits those; elsewhere they order nothing)
+NO_CODE = {"assume", "tag", "reset_tags", "assert_tag", "assert_tag_eq", "assert_mask", *SCHEDULING_HINTS}
 
 
 def _size(stmts: tuple[A.Stmt, ...]) -> int:

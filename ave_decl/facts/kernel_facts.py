@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..hw.expr import ExprTable
-from ..lang.source import SourceFile
+from ..lang.source import CallSite, SourceFile
 
 
 @dataclass
@@ -17,6 +17,11 @@ class KernelFacts:
     source: SourceFile
     table: ExprTable
     rows: dict[str, list[tuple]] = field(default_factory=dict)
+    # statement -> the `@device` helper calls it was inlined through (not a relation: rules see
+    # the helper's line; reports name the calls too)
+    call_sites: dict[int, tuple[CallSite, ...]] = field(default_factory=dict)
+    # assert_tag statement -> (its lambda's text, the compared components), for messages
+    relation_texts: dict[int, tuple[str, tuple[tuple[str, int, int], ...]]] = field(default_factory=dict)
 
     def add(self, relation: str, *row) -> None:
         self.rows.setdefault(relation, []).append((self.kid, *row))

@@ -23,7 +23,8 @@ class Locator:
     def __init__(self, kf: KernelFacts):
         self.kf = kf
         path = kf.source.path
-        self.stmts = {s: Span(path, line, col, el, ec) for _, s, _kind, line, col, el, ec in kf.relation("stmt")}
+        self.stmts = {s: Span(path, line, col, el, ec, kf.call_sites.get(s, ()))
+                      for _, s, _kind, line, col, el, ec in kf.relation("stmt")}
         self.access_stmt = {a: s for _, a, s, _b, _kind in kf.relation("access")}
         self.value_stmt = {v: s for _, v, _kind, s in kf.relation("value")}
 

@@ -89,6 +89,8 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         sid = self.next_stmt
         self.next_stmt += 1
         self.facts.add("stmt", sid, kind, span.line, span.col, span.end_line, span.end_col)
+        if span.via:
+            self.facts.call_sites[sid] = span.via
         for p in self.preds:
             self.facts.add("cfg_edge", p, sid)
         self.preds = [sid]
@@ -100,6 +102,13 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
             self.facts.add("data_guard", sid)
         self.cur_stmt = sid
         return sid
+
+    def _stmt_span(self) -> Span:
+        """The span of the statement being lowered (of its last `stmt` fact)."""
+        for _k, sid, _kind, line, col, el, ec in reversed(self.facts.relation("stmt")):
+            if sid == self.cur_stmt:
+                return Span(self.src.path, line, col, el, ec, self.facts.call_sites.get(sid, ()))
+        return self.k.span
 
     def _value(self, kind: str, args: tuple[int, ...] = (), op: str | None = None) -> int:
         vid = self.next_value
@@ -126,6 +135,10 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.facts.add("value_zero", vid)
 
     def _access(self, buf: Buffer, kind: str, coords: tuple[int, ...], addr: int) -> int:
+        if buf.tag_loops and kind in ("store", "write_all") and not buf.tag_loops <= set(self.loop_stack):
+            raise FrontEndError(f"this store into '{buf.name}' lies outside a loop whose variable the array's tag "
+                                f"uses: a register tag that names a loop variable is checked in that loop's "
+                                f"iterations", self._stmt_span())
         aid = self.next_access
         self.next_access += 1
         self.facts.add("access", aid, self.cur_stmt, buf.id, kind)

@@ -7,8 +7,21 @@ from ..hw.instructions import INSTRUCTIONS
 from ..hw.layout import AnyLayout, Composed, Layout, Swizzle, col_major, row_major
 from ..lang import ast as A
 from ..lang.resolve import BUILTINS, ELEMENTWISE
-from .values import (Buffer, Builtin, BVal, Conditional, DType, DVal, InstrVal, IVal, LayoutVal, LoopLocal, Val, describe,
-                     structure)
+from .values import (
+    Buffer,
+    Builtin,
+    BVal,
+    Conditional,
+    DType,
+    DVal,
+    InstrVal,
+    IVal,
+    LayoutVal,
+    LoopLocal,
+    Val,
+    describe,
+    structure,
+)
 
 # `value_op` names of elementwise operators on data: the index operators' names plus true division and power
 DATA_BINARY_OPS = {**BINARY_OPS, "/": "div", "**": "pow"}

@@ -4,8 +4,7 @@ from __future__ import annotations
 from math import prod
 
 from ..hw.dtypes import DTYPE_BYTES, DTYPES
-from ..hw.expr import CONST_BOUND
-from ..hw.expr import substitute
+from ..hw.expr import CONST_BOUND, substitute
 from ..hw.instructions import LoadMatrix
 from ..hw.layout import buffer_layout, row_major
 from ..hw.targets import TARGETS

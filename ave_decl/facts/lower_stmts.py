@@ -5,7 +5,8 @@ from ..hw.dtypes import DTYPES
 from ..hw.expr import BINARY_OPS, UNARY_OPS, ExprLimitError, symbols
 from ..hw.instructions import INSTRUCTIONS, LoadMatrix
 from ..lang import ast as A
-from ..lang.resolve import BUILTINS, free_names
+from ..lang.printer import expr as expr_source
+from ..lang.resolve import BUILTINS, SCHEDULING_HINTS, free_names
 from .values import Binding, Buffer, BVal, Conditional, DVal, InstrVal, IVal, LayoutVal, LoopLocal, const_size, describe
 
 
@@ -14,6 +15,23 @@ def _new_data_scalars(before: dict, after: dict) -> dict:
     must store into the same register, or the join would keep only one branch's value."""
     return {name: b for name, b in after.items() if name not in before and isinstance(b.value, Buffer)
             and b.value.implicit}
+
+
+def relation_text(lam: A.Lambda) -> tuple[str, tuple[tuple[str, int, int], ...]]:
+    """What a failing `assert_tag` message names: the lambda's text and the tag components it
+    compares, as (written name, side 0 = lhs / 1 = rhs, component index)."""
+    comps = set()
+    stack = [lam.body]
+    while stack:
+        n = stack.pop()
+        if (isinstance(n, A.Subscript) and isinstance(n.value, A.Name) and n.value.id in lam.params
+                and len(n.indices) == 1 and isinstance(n.indices[0], A.Int)):
+            comps.add((f"{n.value.id}[{n.indices[0].value}]", lam.params.index(n.value.id), n.indices[0].value))
+        elif hasattr(n, "__dataclass_fields__") and not isinstance(n, A.Lambda):
+            stack.extend(getattr(n, f) for f in n.__dataclass_fields__ if f != "span")
+        elif isinstance(n, tuple):
+            stack.extend(n)
+    return expr_source(lam.body), tuple(sorted(comps, key=lambda c: (c[1], c[2])))
 
 
 MAX_WAIT_GROUPS = 7  # copy groups a thread may leave in flight (the rules count commits up to n + 1)
@@ -164,6 +182,13 @@ class StatementLowering:
                 self.facts.add("async_wait_group", sid, n)
             else:
                 self.facts.add("async_wait", sid)
+        elif name in SCHEDULING_HINTS:  # checked, then ignored: they only order instructions
+            params = SCHEDULING_HINTS[name]
+            self._arity(e, len(params), len(params))
+            for arg, (what, top) in zip(e.args, params):
+                n = self.const_int(arg, f"the {what} of {name}()")
+                if not 0 <= n <= top:
+                    raise self.err(f"the {what} of {name}() must lie in [0, {top}]", arg)
         elif name == "async_commit":
             self._arity(e, 0, 0)
             sid = self._node("async_commit", s.span)
@@ -231,15 +256,27 @@ class StatementLowering:
             self.env[p] = Binding(IVal(self.t.sym(f"arg:{i}")), self.scope_stack[-1])
         body = lam.body.elts if isinstance(lam.body, A.Tuple) else (lam.body,)
         comps = [self.index(c, "tag component") for c in body]
+        loops: set[int] = set()
         for c, node in zip(comps, body):
-            if any(n.startswith("loop:") for n in symbols(self.t, c)):
-                raise self.err("a tag binding holds for the whole kernel, so its components cannot depend on a "
-                               "loop variable", node)
+            used = {n for n in symbols(self.t, c) if n.startswith("loop:")}
+            if used and buf.space != "local":
+                raise self.err("a tag binding of a tensor or shared buffer holds for the whole kernel, so its "
+                               "components cannot depend on a loop variable (a register array's tag can)", node)
+            loops |= {int(n.split(":", 1)[1]) for n in used}
         self.env = saved
+        if buf.space == "local" and any(r[3] == buf.id and r[4] in ("store", "write_all") and r[2] not in allocs
+                                        for allocs in [self._alloc_stmts()] for r in self.facts.relation("access")):
+            raise self.err(f"tag register array '{buf.name}' before its first store: the tag is a claim about "
+                           f"every value stored into it", e)
         buf.tagged = True
+        buf.tag_loops = frozenset(loops)
         self.facts.add("tag_bind", buf.id, name.value, len(comps), sid)
         for i, c in enumerate(comps):
             self.facts.add("tag_comp", buf.id, i, c)
+
+    def _alloc_stmts(self) -> set[int]:
+        """The declaration statements so far (a register array's `init=` is written there)."""
+        return {r[1] for r in self.facts.relation("stmt") if r[2] == "alloc"}
 
     def _operand(self, e: A.Expr, what: str) -> tuple[DVal, Buffer | None]:
         """A data value, or a whole local buffer read slot by slot."""
@@ -287,6 +324,7 @@ class StatementLowering:
         body = self._relation(lam.body)
         self.env = saved
         self.facts.add("assert_rel", sid, lv.vid, rv.vid, body)
+        self.facts.relation_texts[sid] = relation_text(lam)
 
     def _assert_mask(self, e: A.Call, s: A.Stmt) -> None:
         """`assert_mask(x, lambda t: ...)`: wherever x holds a tagged element that came through the

@@ -42,6 +42,9 @@ class Buffer:
     span: Span
     implicit: bool = False  # a data scalar kept as a 0-d register
     tagged: bool = False
+    # a register array's tag may use the variables of loops around it: every store must then lie
+    # inside those loops (the loop headers), so the claim is checked in the store's own iteration
+    tag_loops: frozenset[int] = frozenset()
     index_values: tuple[int, int, bool] | None = None  # an index tensor: (lo, hi, injective) of its values
 
     @property

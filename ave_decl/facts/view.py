@@ -59,7 +59,7 @@ class KernelView:
         v = KernelView(kf)
         path = kf.source.path
         for _, s, kind, line, col, el, ec in kf.relation("stmt"):
-            v.stmts[s] = (kind, Span(path, line, col, el, ec))
+            v.stmts[s] = (kind, Span(path, line, col, el, ec, kf.call_sites.get(s, ())))
         for _, h, latch, var, lo, hi, step in kf.relation("loop"):
             v.loops[h] = LoopInfo(h, latch, var, lo, hi, step)
         for _, s, h in kf.relation("parent_loop"):

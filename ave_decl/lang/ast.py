@@ -177,19 +177,39 @@ class If:
     span: Span = _span()
 
 
-Stmt = Union[Assign, AugAssign, ExprStmt, Pass, For, If]
+@dataclass(frozen=True)
+class Return:
+    """`return e` (or a bare `return`): only as the last statement of a `@device` helper."""
+
+    value: Expr | None = None
+    span: Span = _span()
+
+
+Stmt = Union[Assign, AugAssign, ExprStmt, Pass, For, If, Return]
 
 
 # ------------------------------------------------------------------ top level
 @dataclass(frozen=True)
 class Param:
     name: str
-    annotation: Expr
+    annotation: Expr | None  # None only for a helper's parameter
     span: Span = _span()
 
 
 @dataclass(frozen=True)
 class Kernel:
+    name: str
+    decorator: Call
+    params: tuple[Param, ...]
+    body: tuple[Stmt, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Helper:
+    """`@device def name(a, b):` - inlined at every call before anything else sees the kernel
+    (lang/inline.py); kept in the module so that the printer writes it back."""
+
     name: str
     decorator: Call
     params: tuple[Param, ...]
@@ -209,3 +229,4 @@ class Module:
     imports: tuple[Import, ...]
     kernels: tuple[Kernel, ...]
     path: str = field(default="<string>", compare=False)
+    helpers: tuple[Helper, ...] = ()

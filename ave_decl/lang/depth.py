@@ -31,8 +31,8 @@ def children(node) -> list:
     return out
 
 
-def _roots(kernel: A.Kernel) -> list:
-    return [kernel.decorator, *(p.annotation for p in kernel.params), *kernel.body]
+def _roots(kernel: A.Kernel | A.Helper) -> list:
+    return [kernel.decorator, *(p.annotation for p in kernel.params if p.annotation is not None), *kernel.body]
 
 
 def deepest(module: A.Module, limit: int | None = None) -> tuple[int, Span | None]:
@@ -40,7 +40,7 @@ def deepest(module: A.Module, limit: int | None = None) -> tuple[int, Span | Non
     span of the first node in source order that is deeper than `limit` (or of the deepest node
     when `limit` is None or never exceeded)."""
     best, where = 0, None
-    for kernel in module.kernels:
+    for kernel in (*module.helpers, *module.kernels):
         stack = [(r, 1) for r in reversed(_roots(kernel))]
         while stack:
             node, depth = stack.pop()

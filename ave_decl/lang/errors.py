@@ -51,8 +51,9 @@ class AveError(Exception):
         self.notes = notes
 
     def one_line(self) -> str:
-        where = f"{self.span}: " if self.span else ""
-        return f"{where}error: {self.message}"
+        if not self.span:
+            return f"error: {self.message}"
+        return f"{self.span}: error: {self.message}{self.span.call_chain()}"
 
     def render(self, source: SourceFile | None = None) -> str:
         parts = [self.one_line()]

@@ -12,6 +12,7 @@ from lark.indenter import PythonIndenter
 from . import ast as A
 from .depth import check_nesting
 from .errors import FrontEndError
+from .inline import HELPER_DECORATOR, inline_helpers
 from .lark_spans import SpanTransformer
 from .masked import desugar_masked
 from .resources import grammar_path
@@ -92,7 +93,8 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
     def start(self, meta, items):
         imports = tuple(i for i in items if isinstance(i, A.Import))
         kernels = tuple(i for i in items if isinstance(i, A.Kernel))
-        return A.Module(imports, kernels, self.path)
+        helpers = tuple(i for i in items if isinstance(i, A.Helper))
+        return A.Module(imports, kernels, self.path, helpers)
 
     @v_args(meta=True)
     def import_stmt(self, meta, items):
@@ -105,9 +107,21 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
     @v_args(meta=True)
     def kernel_def(self, meta, items):
         decorator, name, *rest = items
-        params = rest[0] if len(rest) == 2 else ()
-        body = rest[-1]
-        return A.Kernel(str(name), decorator, tuple(params), tuple(body), self._span(meta))
+        params = tuple(rest[0] if len(rest) == 2 else ())
+        body = tuple(rest[-1])
+        if decorator.func_name == HELPER_DECORATOR:
+            if decorator.args or decorator.kwargs:
+                raise FrontEndError(f"@{HELPER_DECORATOR} takes no arguments", decorator.span)
+            for p in params:
+                if p.annotation is not None:
+                    raise FrontEndError(f"helper parameter '{p.name}' takes no type: it stands for whatever "
+                                        f"the call passes", p.annotation.span)
+            return A.Helper(str(name), decorator, params, body, self._span(meta))
+        for p in params:
+            if p.annotation is None:
+                raise FrontEndError(f"kernel parameter '{p.name}' needs a type, e.g. {p.name}: Tensor[bf16, (M, K)] "
+                                    f"or {p.name}: int", p.span)
+        return A.Kernel(str(name), decorator, params, body, self._span(meta))
 
     @v_args(meta=True)
     def decorator(self, meta, items):
@@ -120,7 +134,7 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
 
     @v_args(meta=True)
     def param(self, meta, items):
-        return A.Param(str(items[0]), items[1], self._span(meta))
+        return A.Param(str(items[0]), items[1] if len(items) > 1 else None, self._span(meta))
 
     # -- statements
     def simple_stmt(self, items):
@@ -142,6 +156,10 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
     @v_args(meta=True)
     def pass_stmt(self, meta, items):
         return A.Pass(self._span(meta))
+
+    @v_args(meta=True)
+    def return_stmt(self, meta, items):
+        return A.Return(items[0] if items else None, self._span(meta))
 
     def suite(self, items):
         out: list = []
@@ -398,7 +416,7 @@ def parse_source(src: SourceFile) -> A.Module:
             raise exc.orig_exc from None
         raise
     check_nesting(module)
-    return desugar_masked(module)
+    return desugar_masked(inline_helpers(module))
 
 
 def _guess_line(src: SourceFile, exc: Exception) -> int:

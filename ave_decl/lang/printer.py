@@ -95,6 +95,8 @@ def _stmt(s: A.Stmt, indent: str) -> list[str]:
         return [f"{indent}{expr(s.expr)}"]
     if isinstance(s, A.Pass):
         return [f"{indent}pass"]
+    if isinstance(s, A.Return):
+        return [f"{indent}return" + (f" {expr(s.value)}" if s.value is not None else "")]
     if isinstance(s, A.For):
         return [f"{indent}for {s.var} in {expr(s.iter)}:"] + _stmts(s.body, inner)
     if isinstance(s, A.If):
@@ -117,10 +119,17 @@ def kernel(k: A.Kernel) -> str:
     return "\n".join(lines) + "\n"
 
 
+def helper(h: A.Helper) -> str:
+    lines = [f"@{expr(h.decorator.func)}", f"def {h.name}({', '.join(p.name for p in h.params)}):"]
+    lines += _stmts(h.body, "    ") or ["    pass"]
+    return "\n".join(lines) + "\n"
+
+
 def module(m: A.Module) -> str:
-    """The canonical text of a whole file."""
+    """The canonical text of a whole file: imports, helpers, kernels (a parsed module's kernels have
+    their helper calls inlined already, so they print inlined and re-parse to the same AST)."""
     parts = [f"from {i.module} import {', '.join(i.names)}\n" for i in m.imports]
-    if parts and m.kernels:
+    if parts and (m.kernels or m.helpers):
         parts.append("\n")
-    parts.append("\n\n".join(kernel(k) for k in m.kernels))
+    parts.append("\n\n".join([helper(h) for h in m.helpers] + [kernel(k) for k in m.kernels]))
     return "".join(parts)

@@ -7,11 +7,21 @@ from .errors import FrontEndError
 
 ELEMENTWISE = {"exp2", "exp", "abs", "sqrt", "rsqrt", "cast", "select", "fmax", "fmin"}
 
+# Scheduling hints (AMD's llvm.amdgcn.sched.barrier / sched.group.barrier / s.setprio): kept in the
+# AST for the backends, ignored by the verifier and the simulator. name -> (parameter names, largest
+# value of each; all are constant integers >= 0)
+SCHEDULING_HINTS: dict[str, tuple[tuple[str, int], ...]] = {
+    "sched_barrier": (("mask", 2**31 - 1),),
+    "sched_group_barrier": (("mask", 2**31 - 1), ("size", 2**31 - 1), ("sync_id", 2**31 - 1)),
+    "s_setprio": (("priority", 3),),
+    "setprio": (("priority", 3),),
+}
+
 
 BUILTINS = {
     "assume", "tag", "assert_tag_eq", "assert_tag", "assert_mask", "reset_tags", "syncthreads", "thread_id", "block_id",
     "lane_id", "wave_id", "warp_id", "shared", "local", "row_major", "col_major", "layout", "swizzle", "range",
-    "min", "max", "async_copy", "async_wait", "async_commit", "lane_max", "lane_sum", *ELEMENTWISE,
+    "min", "max", "async_copy", "async_wait", "async_commit", "lane_max", "lane_sum", *ELEMENTWISE, *SCHEDULING_HINTS,
 }
 
 

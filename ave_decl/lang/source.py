@@ -4,7 +4,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import FrontEndError
@@ -30,17 +30,35 @@ class NotARegularFile(OSError):
 
 
 @dataclass(frozen=True, order=True)
+class CallSite:
+    """One call of a `@device` helper that a statement was inlined through."""
+
+    helper: str
+    at: "Span"
+
+    def __str__(self) -> str:
+        return f"in helper '{self.helper}' called at {self.at}"
+
+
+@dataclass(frozen=True, order=True)
 class Span:
-    """A 1-based line/column range in one source file."""
+    """A 1-based line/column range in one source file. A span inside a `@device` helper that was
+    inlined carries `via`: the calls it was reached through, innermost first (not part of
+    equality, so the same helper line compares equal whatever the call)."""
 
     path: str
     line: int
     col: int
     end_line: int
     end_col: int
+    via: tuple[CallSite, ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}:{self.col}"
+
+    def call_chain(self) -> str:
+        """`" (in helper 'f' called at k.ave:30:5, ...)"` for an inlined span, else `""`."""
+        return f" ({', '.join(str(c) for c in self.via)})" if self.via else ""
 
     @staticmethod
     def unknown(path: str = "<unknown>") -> "Span":

@@ -27,9 +27,21 @@ class Location:
     col: int
     end_line: int
     end_col: int
+    # a point inside an inlined `@device` helper: the calls it was reached through, innermost first,
+    # each {"helper", "file", "line", "col"}
+    called_from: list[dict] = field(default_factory=list)
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
+        calls = "".join(f", in helper '{c['helper']}' called at {c['file']}:{c['line']}:{c['col']}"
+                        for c in self.called_from)
+        return f"{self.file}:{self.line}:{self.col}" + (f" ({calls[2:]})" if calls else "")
+
+    @staticmethod
+    def of(span) -> "Location":
+        """The location of a source span (lang.source.Span), with its helper call chain."""
+        return Location(span.path, span.line, span.col, span.end_line, span.end_col,
+                        [{"helper": c.helper, "file": c.at.path, "line": c.at.line, "col": c.at.col}
+                         for c in span.via])
 
 
 @dataclass

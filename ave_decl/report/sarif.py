@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..lang.source import SourceFile
 from ..version import __version__
-from .model import ChainPoint, Finding, Report, Verdict
+from .model import ChainPoint, Finding, Location, Report, Verdict
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning", "note": "note", "recommendation": "note"}
@@ -85,6 +85,11 @@ def _result(k, f: Finding, root, lines: _Lines) -> dict:
         res["level"] = "none" if kind == "pass" else "warning"
     if f.reason:
         res["properties"]["reason"] = f.reason
+    if f.location.called_from:  # inside an inlined helper: the calls, innermost first
+        res["relatedLocations"] = [
+            {"id": i, **_location(Location(c["file"], c["line"], c["col"], c["line"], c["col"]), root,
+                                  f"call of helper '{c['helper']}'")}
+            for i, c in enumerate(f.location.called_from)]
     c = f.counterexample
     if c is not None:
         res["properties"]["counterexample"] = asdict(c)

@@ -20,10 +20,13 @@ def annotate(findings: list[Finding], kernel: str, source: SourceFile) -> None:
     """Fingerprint every finding; apply `# ave: ignore[...]` on the site line or the line above."""
     for f in findings:
         line = source.line_text(f.location.line)
-        f.fingerprint = fingerprint(f.invariant, kernel, line)
+        # a helper line inlined at two calls is two sites: the call lines take part
+        calls = [source.line_text(c["line"]) for c in f.location.called_from]
+        f.fingerprint = fingerprint(f.invariant, kernel, "\x1e".join([line, *calls]))
         if f.verdict == Verdict.VERIFIED:
             continue
-        for text in (line, source.line_text(f.location.line - 1)):
+        lines = [f.location.line, *(c["line"] for c in f.location.called_from)]
+        for text in (source.line_text(n) for at in lines for n in (at, at - 1)):
             m = _IGNORE.search(text)
             if m and any(r.strip() in (f.invariant, "*") for r in m.group("rules").split(",")):
                 f.suppression = {"kind": "inSource", "justification": m.group("reason").strip() or "ave: ignore"}

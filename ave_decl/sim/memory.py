@@ -96,7 +96,7 @@ class MemoryModel:
         v = np.where(ok, np.take(buf.data, cell), np.float32(0))
         if buf.space == "shared":
             self._race_check(buf, "load", ok, addr, node)
-        if buf.tag_fn is not None:
+        if buf.tag_fn is not None and buf.space != "local":  # a register tag is a claim checked at stores
             tag, arity = self._tag_of(buf, idx)
         elif buf.space == "global" or not self.shadow:  # without shadow checks no tag is ever read
             tag, arity = np.zeros(self.shape + (LMAX,), ITYPE), np.zeros(self.shape, ITYPE)
@@ -121,7 +121,7 @@ class MemoryModel:
     def _store(self, buf: Buf, idx: list[np.ndarray], data: Data, s) -> None:
         addr, ok = self._flat(buf, idx)
         self._oob(buf, ok, s)
-        if buf.tag_fn is not None and self.shadow and buf.space != "local":
+        if buf.tag_fn is not None and self.shadow:
             self._check_stored_tag(buf, idx, data, s)
         bs, ts, lanes = self._lanes(self.active & ok)
         a = addr.reshape(-1)[lanes]

@@ -13,10 +13,11 @@ class ShadowChecks:
 
     def _check_stored_tag(self, buf: Buf, idx: list[np.ndarray], data: Data, s) -> None:
         """A store into a tagged buffer must store the element the tag names (ave/epilogue-placement,
-        ave/shared-round-trip)."""
+        ave/shared-round-trip, ave/register-round-trip)."""
         want, want_ar = self._tag_of(buf, idx)
         holds = (data.arity == want_ar) & np.all(data.tag == want, axis=-1)
-        inv = "ave/epilogue-placement" if buf.space == "global" else "ave/shared-round-trip"
+        inv = {"global": "ave/epilogue-placement", "shared": "ave/shared-round-trip"}.get(buf.space,
+                                                                                         "ave/register-round-trip")
         self._record(inv, s, holds[..., None], data.tag[:, :, None], data.arity[..., None], want[:, :, None],
                      want_ar[..., None])
 

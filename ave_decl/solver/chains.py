@@ -92,6 +92,7 @@ class Expander:
         for _k, la, sa, carrier, barrier, dist1 in derived.get("reaching_store", []):
             self.reaching.setdefault(la, []).append((sa, carrier, barrier, dist1))
         self.has_root = {v for _k, v in derived.get("value_has_root", [])}
+        self.roots = {a for _k, a in derived.get("root", [])}  # rules/provenance.dl decides what a root is
         self.full = {v for _k, v in derived.get("full_flow", [])}
         self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
         self.zero = {v for _k, v in view.kf.relation("value_zero")}
@@ -181,9 +182,8 @@ class Expander:
 
     def load(self, aid: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
         acc = self.view.accesses[aid]
-        tag = self.view.tags.get(acc.buffer)
-        if tag is not None:
-            name, comps = tag
+        if aid in self.roots:
+            name, comps = self.view.tags[acc.buffer]
             coords = [self.enc.int_term(c, inst.env) for c in acc.coords]
             env = dict(inst.env)
             env.update({f"arg:{i}": c for i, c in enumerate(coords)})

@@ -31,6 +31,8 @@ STRUCTURAL_REASONS = {
     "no-tags": "neither operand carries tags, so the pairing cannot be checked: tag the source tensors",
     "stored-untagged": "the stored value has no tagged source (Top), so it cannot be the element the buffer's tag names",
     "stored-mixed": "the stored value combines several tagged values, so it has no single tag (Top)",
+    "whole-array-write": ("a whole-array write (init=, a matrix instruction's result, ldmatrix) into a tagged register "
+                          "array is not checked against the array's tag yet: tag the operands it comes from instead"),
 }
 
 SMALL_SIZES = (64, 512)  # counterexamples are re-solved with every size at most this, smallest first
@@ -84,7 +86,7 @@ class KernelSolver:
     def _finding(self, inv: str, site: int, verdict: Verdict, message: str, **kw) -> Finding:
         meta = self.metadata.get(inv, {})
         span = self.view.span(site)
-        loc = Location(span.path, span.line, span.col, span.end_line, span.end_col)
+        loc = Location.of(span)
         return Finding(inv, meta.get("title", inv), meta.get("severity", "error"), verdict, loc, message, **kw)
 
     def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
@@ -121,7 +123,7 @@ class KernelSolver:
                 cex = self._counterexample(model, q, relation)
                 cex.index_tables = self._index_tables(_Evaluator(model))
                 ms = (time.perf_counter() - started) * 1000
-                finding = self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex),
+                finding = self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex, site),
                                         counterexample=cex, queries=count, solver_ms=ms)
                 if self.violation_sets and finding.severity == "error" and relation not in ("write_count",):
                     finding.violation_set = self._violation_set(q, relation)
@@ -489,7 +491,7 @@ class KernelSolver:
             note = f"slot {ev(step.inst.env['slot'])}"
         return ChainPoint(step.role, _loc(span), step.buffer, thread, self._iterations(step.inst, ev), note)
 
-    def _message(self, relation: str, cex: Counterexample) -> str:
+    def _message(self, relation: str, cex: Counterexample, site: int) -> str:
         if relation in ACCESS_RELATIONS:
             return _access_message(relation, cex)
         if relation == "in_bounds":
@@ -510,7 +512,20 @@ class KernelSolver:
                     f"for it: the mask removes an element it should keep")
         if not cex.lhs.tag or not cex.rhs.tag:
             return "an untagged value (Top) reaches the assertion on this path"
+        if relation == "rel" and site in self.view.kf.relation_texts:
+            return _relation_message(*self.view.kf.relation_texts[site], cex)
         return f"tag relation fails: lhs tag {tuple(cex.lhs.tag)} vs rhs tag {tuple(cex.rhs.tag)}"
+
+
+def _relation_message(text: str, comps: tuple[tuple[str, int, int], ...], cex: Counterexample) -> str:
+    """`tag relation `ta[1] == tb[0]` fails: ta[1] = 61, tb[0] = 59 (lhs A(63, 61), rhs B(59, 63))`."""
+    values = []
+    for name, side, idx in comps:
+        tag = (cex.lhs, cex.rhs)[side].tag
+        values.append(f"{name} = {tag[idx] if -len(tag) <= idx < len(tag) else '?'}")
+    shown = f": {', '.join(values)}" if values else ""
+    return (f"tag relation `{text}` fails{shown} (lhs {cex.lhs.tag_name}{tuple(cex.lhs.tag)}, "
+            f"rhs {cex.rhs.tag_name}{tuple(cex.rhs.tag)})")
 
 
 def _access_message(relation: str, c: Counterexample) -> str:
@@ -592,7 +607,7 @@ def _k_of(tag: list[int], idx: int):
 
 
 def _loc(span) -> Location:
-    return Location(span.path, span.line, span.col, span.end_line, span.end_col)
+    return Location.of(span)
 
 
 class _Evaluator:
