@@ -71,6 +71,7 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.zero_values: set[int] = set()  # values known to be zero (`value_zero`)
         self.loop_stack: list[int] = []
         self.guards: list[tuple[int, int]] = []
+        self.branches: list[tuple[int, int]] = []  # the `if` statements around, with the arm (`in_branch`)
         self.data_guarded = 0  # depth of `if`s over data around the current statement (`data_guard`)
         self.scope_stack: list[int] = [0]
         self.next_scope = 1
@@ -98,6 +99,8 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
             self.facts.add("parent_loop", sid, self.loop_stack[-1])
         for cond, pol in self.guards:
             self.facts.add("guard", sid, cond, pol)
+        for branch, pol in self.branches:
+            self.facts.add("in_branch", sid, branch, pol)
         if self.data_guarded:
             self.facts.add("data_guard", sid)
         self.cur_stmt = sid

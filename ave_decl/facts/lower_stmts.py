@@ -126,6 +126,7 @@ class StatementLowering:
     def _if(self, s: A.If) -> None:
         node = self._node("if", s.span)
         cond = self.cond(s.cond)
+        self.facts.add("branch", node, cond if cond is not None else -1)
         before = dict(self.env)
         results = []
         for pol, body in ((1, s.body), (0, s.orelse)):
@@ -138,7 +139,9 @@ class StatementLowering:
             else:
                 self.data_guarded += 1
             self.scope_stack.append(self._new_scope())
+            self.branches.append((node, pol))
             self.block(body)
+            self.branches.pop()
             self.scope_stack.pop()
             if cond is not None:
                 self.guards.pop()

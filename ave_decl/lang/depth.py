@@ -10,6 +10,8 @@ limit of 1000 whatever the caller's own depth. Real kernels nest about 14 levels
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from . import ast as A
 from .errors import FrontEndError
 from .source import Span
@@ -29,6 +31,17 @@ def children(node) -> list:
         elif hasattr(value, "__dataclass_fields__"):
             out.append(value)
     return out
+
+
+def walk(node, into_lambdas: bool = True) -> Iterator:
+    """Every node of a statement or expression, in source order (optionally not inside lambdas);
+    iterative, so it never recurses."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if into_lambdas or not isinstance(n, A.Lambda):
+            stack.extend(reversed(children(n)))
 
 
 def _roots(kernel: A.Kernel | A.Helper) -> list:

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from ..hw.dtypes import DTYPES
 from . import ast as A
-from .depth import check_nesting, children
+from .depth import check_nesting, children, walk
 from .errors import FrontEndError
 from .resolve import BUILTINS
 from .source import CallSite, Span
@@ -48,17 +48,8 @@ def _err(msg: str, node) -> FrontEndError:
     return FrontEndError(msg, node.span)
 
 
-def _walk(node, into_lambdas: bool = True) -> Iterator:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        if into_lambdas or not isinstance(n, A.Lambda):
-            stack.extend(reversed(children(n)))
-
-
 def _statement_count(body: tuple[A.Stmt, ...]) -> int:
-    return sum(1 for s in body for n in _walk(s, into_lambdas=False) if isinstance(n, _STMT_TYPES))
+    return sum(1 for s in body for n in walk(s, into_lambdas=False) if isinstance(n, _STMT_TYPES))
 
 
 _STMT_TYPES = (A.Assign, A.AugAssign, A.ExprStmt, A.Pass, A.For, A.If, A.Return)
@@ -68,7 +59,7 @@ def _assigned_names(body: tuple[A.Stmt, ...]) -> list[tuple[str, A.Stmt]]:
     """Names a block binds (assignment targets, loop variables), with the statement, in order."""
     out = []
     for s in body:
-        for n in _walk(s, into_lambdas=False):
+        for n in walk(s, into_lambdas=False):
             if isinstance(n, (A.Assign, A.AugAssign)) and isinstance(n.target, A.Name):
                 out.append((n.target.id, n))
             elif isinstance(n, A.For):
@@ -131,7 +122,7 @@ class _LocalName(A.Name):
 class _Inliner:
     def __init__(self, module: A.Module):
         self.helpers = {h.name: h for h in module.helpers}
-        self.taken = {n.id for root in (*module.kernels, *module.helpers) for s in root.body for n in _walk(s)
+        self.taken = {n.id for root in (*module.kernels, *module.helpers) for s in root.body for n in walk(s)
                       if isinstance(n, A.Name)} | {p.name for root in module.kernels for p in root.params}
         self.calls: dict[str, int] = {}
         self.sizes = {h.name: _statement_count(h.body) for h in module.helpers}
@@ -141,7 +132,7 @@ class _Inliner:
     def kernel(self, k: A.Kernel, imports: set[str]) -> A.Kernel:
         self.known = _GLOBAL_NAMES | imports | set(self.helpers) | {p.name for p in k.params}
         for p in k.params:
-            self.known |= {n.id for n in _walk(p.annotation) if isinstance(n, A.Name)}
+            self.known |= {n.id for n in walk(p.annotation) if isinstance(n, A.Name)}
         self.statements = _statement_count(k.body)
         return replace(k, body=self.block(k.body, ()))
 
@@ -180,7 +171,7 @@ class _Inliner:
         return None
 
     def _no_nested_call(self, node) -> None:
-        for n in _walk(node):
+        for n in walk(node):
             if isinstance(n, A.Call) and n.func_name in self.helpers:
                 raise _err(f"a call of helper '{n.func_name}' must be a statement of its own or the whole "
                            f"right-hand side of an assignment (helpers are inlined statements)", n)
@@ -289,7 +280,7 @@ def _check_helpers(module: A.Module, imports: set[str]) -> None:
             if p.name in names[:i]:
                 raise _err(f"helper '{h.name}' has two parameters named '{p.name}'", p)
         for i, s in enumerate(h.body):
-            for n in _walk(s, into_lambdas=False):
+            for n in walk(s, into_lambdas=False):
                 if isinstance(n, A.Return) and not (n is s and i == len(h.body) - 1):
                     raise _err(f"return is only allowed as the last statement of a @{HELPER_DECORATOR} helper", n)
         seen[h.name] = h
@@ -300,7 +291,7 @@ def inline_helpers(module: A.Module) -> A.Module:
     if not module.helpers:
         for k in module.kernels:
             for s in k.body:
-                for n in _walk(s, into_lambdas=False):
+                for n in walk(s, into_lambdas=False):
                     if isinstance(n, A.Return):
                         raise _err(f"return is only allowed as the last statement of a @{HELPER_DECORATOR} "
                                    f"helper", n)

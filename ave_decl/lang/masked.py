@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from . import ast as A
-from .depth import children
+from .depth import walk
 from .errors import FrontEndError
 
 NAMES = ("load", "store")
@@ -49,19 +49,9 @@ def _masked_parts(call: A.Call) -> tuple[A.Subscript, A.Expr | None, A.Expr]:
     return ref, call.kwarg("mask"), other if other is not None else A.Float(0.0, call.span)
 
 
-def _nodes(node, into_lambdas: bool = True) -> Iterator:
-    """Every node of a statement or expression, in source order (optionally not inside lambdas)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        if into_lambdas or not isinstance(n, A.Lambda):
-            stack.extend(reversed(children(n)))
-
-
 def _calls(node, names: tuple[str, ...]) -> Iterator[A.Call]:
     """The calls of `names` in a statement or expression, in source order (not inside lambdas)."""
-    return (n for n in _nodes(node, into_lambdas=False) if isinstance(n, A.Call) and n.func_name in names)
+    return (n for n in walk(node, into_lambdas=False) if isinstance(n, A.Call) and n.func_name in names)
 
 
 def _find_loads(e, out: list[A.Call]) -> None:
@@ -99,7 +89,7 @@ def _one_load(value: A.Expr, where: str) -> A.Call | None:
 
 
 def _names(e) -> set[str]:
-    return {n.id for n in _nodes(e) if isinstance(n, A.Name)}
+    return {n.id for n in walk(e) if isinstance(n, A.Name)}
 
 
 def _assignment(s: A.Assign | A.AugAssign) -> tuple[A.Stmt, ...]:

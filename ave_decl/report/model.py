@@ -48,7 +48,7 @@ class Location:
 class ChainPoint:
     """One program point behind an operand: where it was used, loaded, stored, or tagged."""
 
-    kind: str  # use | load | store | source | mma-operand
+    kind: str  # use | load | store | source | mma-operand | branch | barrier
     location: Location
     buffer: str
     thread: int | None
@@ -67,7 +67,9 @@ class Side:
     tag_name: str
     tag: list[int]
     chain: list[ChainPoint]
-    kind: str = "tag"  # "tag": a tagged value; "index": coordinates only; "access": a memory access (tag_name = buffer)
+    # "tag": a tagged value; "index": coordinates only; "access": a memory access (tag_name = buffer);
+    # "path": the arm of an `if` a thread takes (tag = [barriers it reaches there], chain = those barriers)
+    kind: str = "tag"
 
 
 @dataclass

@@ -102,6 +102,10 @@ def _table(c: Counterexample) -> list[str]:
         if side.kind == "index":
             rows.append((side.label, str(tuple(side.coordinates))))
             continue
+        if side.kind == "path":  # the arm of an `if` a thread takes, and the barriers it reaches there
+            thread = side.chain[0].thread if side.chain else None
+            rows.append((side.label, f"thread {thread} (lane {side.lane}): {side.tag[0]} barrier(s)"))
+            continue
         if side.kind == "access":
             thread = side.chain[0].thread if side.chain else None
             rows.append((side.label, f"thread {thread} (lane {side.lane}): {side.tag_name}{tuple(side.coordinates)}"))
@@ -130,13 +134,17 @@ def _chain(side: Side, cache: _Sources) -> list[str]:
     return out
 
 
+_POINT_LABELS = {"use": "use", "load": "load", "store": "store", "source": "tagged source", "mma-operand": "operand",
+                 "branch": "branch", "barrier": "barrier"}
+
+
 def _point(p: ChainPoint, cache: _Sources) -> str:
     iters = ", ".join(f"{k}={v}" for k, v in p.iterations.items())
     who = f"thread {p.thread}" if p.thread is not None else ""
     ctx = ", ".join(x for x in (who, iters, p.note) if x)
     src = cache.get(p.location.file)
     text = src.line_text(p.location.line).strip() if src else ""
-    label = {"use": "use", "load": "load", "store": "store", "source": "tagged source", "mma-operand": "operand"}[p.kind]
+    label = _POINT_LABELS.get(p.kind, p.kind)
     buf = f" {p.buffer}" if p.buffer and p.kind not in ("use",) else ""
     return f"{label}{buf} at {p.location} [{ctx}]: {text}"
 

@@ -20,6 +20,7 @@ from ..hw.dtypes import DTYPES
 from ..hw.instructions import Instruction, LoadMatrix
 from ..hw.layout import Composed, Layout, Swizzle, buffer_layout, col_major, row_major, storage_size
 from ..lang import ast as A
+from ..lang.depth import walk
 from .inputs import random_inputs, tensor_dims, tensor_shape
 from .limits import check_memory, check_shared, check_size_values
 from .memory import MemoryModel
@@ -41,6 +42,8 @@ from .state import (
     narrow,
     slot_maps,
 )
+
+_DONE = object()  # what next() gives for an arm that ran to its end
 
 
 class Simulator(MemoryModel, ShadowChecks):
@@ -115,6 +118,8 @@ class Simulator(MemoryModel, ShadowChecks):
         self.write_counts: dict[str, np.ndarray] = {}
         self.pending: list[tuple] = []  # async copies in flight: (buffer, index, data, stmt, issuing threads, group)
         self.committed = np.zeros(self.shape, ITYPE)  # copy groups each thread has committed (async_commit)
+        self.barrier_counts = np.zeros(self.shape, np.int64)  # syncthreads() each thread has reached
+        self.branch_barriers: dict[int, tuple[A.Stmt, bool]] = {}  # id(stmt) -> (node, has a barrier inside)
         bids = np.array(self.block_ids, dtype=np.int32).reshape(self.B, len(self.grid))
         self.bid = [np.broadcast_to(np.asarray(bids[:, d])[:, None], self.shape) for d in range(len(self.grid))]
         lin = np.arange(self.T)
@@ -190,23 +195,16 @@ class Simulator(MemoryModel, ShadowChecks):
         if not isinstance(s, (A.For, A.If)):
             self.current = s  # the statement whose expressions are being evaluated (for shadow records)
         if isinstance(s, A.For):
-            it = s.iter
-            assert isinstance(it, A.Call)
-            args = [self._const(a) for a in it.args]
-            lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
-            saved = self.env.get(s.var)
-            for v in range(lo, hi, step):
-                self.env[s.var] = self._ival(v)
-                self.loop_vars[s.var] = v
+            for _ in self._loop(s):
                 for b in s.body:
                     self.stmt(b)
-            self.loop_vars.pop(s.var, None)
-            if saved is not None:
-                self.env[s.var] = saved
             return
         if isinstance(s, A.If):
-            cond = self.eval(s.cond)
-            cond = cond.v != 0 if isinstance(cond, Data) else np.asarray(cond) != 0
+            if self._contains_barrier(s):  # its arms run at once, meeting at each barrier
+                for _ in self._arms_at_barriers(s):
+                    self.races.barrier()
+                return
+            cond = self._condition(s)
             outer = self.active
             for branch, mask in ((s.body, cond), (s.orelse, ~cond)):
                 self.active = outer & mask
@@ -230,11 +228,105 @@ class Simulator(MemoryModel, ShadowChecks):
             entry = self.augmented[id(s)] = (s, A.BinOp(s.op, s.target, s.value, s.span))
         return entry[1]
 
+    def _condition(self, s: A.If) -> np.ndarray:
+        cond = self.eval(s.cond)
+        return cond.v != 0 if isinstance(cond, Data) else np.asarray(cond) != 0
+
+    def _loop(self, s: A.For):
+        """Binds the loop variable to each value in turn (a generator: the body runs between)."""
+        it = s.iter
+        assert isinstance(it, A.Call)
+        args = [self._const(a) for a in it.args]
+        lo, hi, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
+        saved = self.env.get(s.var)
+        for v in range(lo, hi, step):
+            self.env[s.var] = self._ival(v)
+            self.loop_vars[s.var] = v
+            yield v
+        self.loop_vars.pop(s.var, None)
+        if saved is not None:
+            self.env[s.var] = saved
+
+    # Wave specialization: the threads of a block that take different arms of an `if` run at once on
+    # a GPU and meet at each barrier (the k-th barrier of one arm pairs with the k-th of the other).
+    # Running one arm to its end before the other would let a consumer arm read what a producer arm
+    # wrote many stages later. So an `if` with a barrier inside runs its arms as coroutines that
+    # yield at each barrier; each round, every arm runs to its next barrier, then the barrier
+    # happens once for all of them (the race detector's phase boundary).
+    def _arms_at_barriers(self, s: A.If):
+        cond = self._condition(s)
+        outer = self.active
+        before = self.barrier_counts.copy()
+        arms = [self._barrier_block(branch, outer & mask) for branch, mask in ((s.body, cond), (s.orelse, ~cond))
+                if bool(np.any(outer & mask))]
+        while arms:
+            arms = [arm for arm in arms if next(arm, _DONE) is not _DONE]
+            self.active = outer
+            if arms:
+                yield
+        self.active = outer
+        self._check_barriers(s, self.barrier_counts - before, cond)
+
+    def _barrier_block(self, body: tuple[A.Stmt, ...], active: np.ndarray):
+        """Run `body` for `active` threads, yielding at each barrier (a coroutine of _arms_at_barriers)."""
+        self.active = active
+        for b in body:
+            if isinstance(b, A.ExprStmt) and isinstance(b.expr, A.Call) and b.expr.func_name == "syncthreads":
+                self.barrier_counts += self.active
+                yield from self._suspend()
+            elif isinstance(b, A.For) and self._contains_barrier(b):
+                for _ in self._loop(b):
+                    yield from self._barrier_block(b.body, self.active)
+            elif isinstance(b, A.If) and self._contains_barrier(b):
+                yield from self._arms_at_barriers(b)
+            else:
+                self.stmt(b)
+
+    def _suspend(self):
+        """Yield to the other arms; on return, put back this arm's threads and loop variables (the
+        other arms bind their own; their masked writes of shared names keep this arm's lanes)."""
+        active, loops = self.active, dict(self.loop_vars)
+        bound = {name: self.env.get(name) for name in loops}
+        yield
+        self.active = active
+        self.loop_vars.clear()
+        self.loop_vars.update(loops)
+        for name, value in bound.items():
+            if value is not None:
+                self.env[name] = value
+
+    def _contains_barrier(self, s) -> bool:
+        entry = self.branch_barriers.get(id(s))
+        if entry is None or entry[0] is not s:
+            inside = any(isinstance(n, A.Call) and n.func_name == "syncthreads" for n in walk(s))
+            entry = self.branch_barriers[id(s)] = (s, inside)
+        return entry[1]
+
+    def _check_barriers(self, s: A.If, reached: np.ndarray, cond: np.ndarray) -> None:
+        """ave/barrier-divergence: the threads of a block that ran this `if` reached as many barriers
+        inside it (lockstep execution ran both arms; a GPU would hang or pair the wrong barriers)."""
+        act = self.active
+        f = self.failures.setdefault(("ave/barrier-divergence", s.span.line),
+                                     Failure("ave/barrier-divergence", s.span.line, 0, 0, {}))
+        f.checked += int(act.sum())
+        first = np.argmax(act, axis=1)  # each block's first thread that ran the `if`
+        bad = act & (reached != reached[np.arange(self.B), first][:, None])
+        n = int(bad.sum())
+        if n and not f.failed:
+            b, t = (int(x) for x in np.argwhere(bad)[0])
+            t0 = int(first[b])
+            f.first = {"block": list(self.block_ids[b]), "thread": t0, "lane": t0 % self.group,
+                       "iterations": dict(self.loop_vars), "barriers": int(reached[b, t0]),
+                       "other_thread": t, "other_barriers": int(reached[b, t])}
+        f.failed += n
+        self._probe(s, {}, extra={"barriers": np.where(act, reached, -1), "then": cond & act})
+
     # --------------------------------------------------------- statements
     def _call_stmt(self, e: A.Call, s) -> None:
         name = e.func_name
         if name == "syncthreads":  # lockstep execution orders the phases; the race detector counts them
             self.races.barrier()
+            self.barrier_counts += self.active
             return
         if name == "async_wait":
             return self._land_copies(self._const(e.args[0]) if e.args else None)

@@ -115,6 +115,8 @@ def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> 
         idx = tuple(c.lhs.coordinates)
         return Replay(hit, f"thread {c.thread_linear} accesses index {idx} outside the buffer" if hit else
                       f"thread {c.thread_linear} stayed in bounds in the simulator")
+    if finding.invariant == "ave/barrier-divergence":
+        return _replay_barriers(probes, c)
     if finding.invariant == "ave/row-statistics" and c.lhs.label == "lane":
         return _replay_reduce(probes, c)
     if finding.invariant == "ave/row-statistics":
@@ -224,6 +226,22 @@ def _replay_reduce(probes: list[dict], c) -> Replay:
     ok = a != b and a == c.lhs.tag[:-1] and b == c.rhs.tag[:-1]
     detail = f"row of lane {t1}: {a}, row of lane {t2}: {b}"
     return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"first": a, "second": b})
+
+
+def _replay_barriers(probes: list[dict], c) -> Replay:
+    """The two threads took the reported arms of the `if` and reached the reported barrier counts
+    in it (the simulator runs both arms in lockstep and counts each thread's barriers)."""
+    t1, t2 = (side.chain[0].thread for side in (c.lhs, c.rhs))
+    want = (c.lhs.tag[0], c.rhs.tag[0])
+    for p in probes:
+        reached, then = p["extra"]["barriers"], p["extra"]["then"]
+        seen = (int(reached[0, t1]), int(reached[0, t2]))
+        arms = (bool(then[0, t1]), bool(then[0, t2]))
+        if seen == want and arms == (True, False):
+            return Replay(True, f"thread {t1} reached {seen[0]} barrier(s) in the then arm, thread {t2} {seen[1]} in "
+                                f"the else arm", {"barriers": list(seen)})
+    got = [(int(p["extra"]["barriers"][0, t1]), int(p["extra"]["barriers"][0, t2])) for p in probes]
+    return Replay(False, f"the simulator saw barrier counts {got} for threads {t1} and {t2}, not {want}")
 
 
 def _replay_race(result, c) -> Replay:

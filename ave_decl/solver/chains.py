@@ -93,6 +93,7 @@ class Expander:
             self.reaching.setdefault(la, []).append((sa, carrier, barrier, dist1))
         self.has_root = {v for _k, v in derived.get("value_has_root", [])}
         self.roots = {a for _k, a in derived.get("root", [])}  # rules/provenance.dl decides what a root is
+        self.cross_arm = {a for _k, a in derived.get("uncertain_load", [])}
         self.full = {v for _k, v in derived.get("full_flow", [])}
         self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
         self.zero = {v for _k, v in view.kf.relation("value_zero")}
@@ -192,6 +193,9 @@ class Expander:
             extents = [self.enc.int_term(e, inst.env) for e in self.view.dims.get(acc.buffer, [])]
             inside = [z3.And(c >= 0, c < e) for c, e in zip(coords, extents)] if len(extents) == len(coords) else []
             return [Alt(values, name, coords, inside, [Step("source", aid, acc.stmt, acc.buffer, inst)])]
+        if aid in self.cross_arm:
+            return [self._unknown(inst, "the loaded value may come from a store in the other arm of a wave-specialized "
+                                        "`if`, a flow that is not followed yet")]
         if aid in seen:
             return [self._unknown(inst, "loop-carried provenance cycle")]
         out: list[Alt] = []

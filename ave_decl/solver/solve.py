@@ -15,6 +15,7 @@ from ..hw.instructions import INSTRUCTIONS
 from ..lang.errors import RuleError
 from ..report.model import ChainPoint, Counterexample, Finding, Location, Side, Verdict
 from .access_queries import BANKS, AccessQueries
+from .barrier_queries import BarrierQueries
 from .budgets import SMALL_MODEL_RLIMIT
 from .chains import Alt, Expander, Step, eval_map
 from .hints import bounds_hint, fix_hint
@@ -31,6 +32,10 @@ STRUCTURAL_REASONS = {
     "no-tags": "neither operand carries tags, so the pairing cannot be checked: tag the source tensors",
     "stored-untagged": "the stored value has no tagged source (Top), so it cannot be the element the buffer's tag names",
     "stored-mixed": "the stored value combines several tagged values, so it has no single tag (Top)",
+    "cross-arm": ("a store in one arm of this wave-specialized `if` and a load in the other are ordered only by the "
+                  "barriers the arms pair up: races across the arms are not checked yet"),
+    "cross-arm-flow": ("the value may come from a store in the other arm of a wave-specialized `if`, a flow that is not "
+                       "followed yet (tag the shared buffer to check both arms modularly)"),
     "whole-array-write": ("a whole-array write (init=, a matrix instruction's result, ldmatrix) into a tagged register "
                           "array is not checked against the array's tag yet: tag the operands it comes from instead"),
 }
@@ -50,6 +55,7 @@ ACCESS_RELATIONS = {
     "broadcast": "a row statistic is combined with a value of its own row (tag prefix)",
     "stat_eq": "two row statistics combined belong to the same row",
     "reduce_uniform": "a lane reduction combines elements of one row only",
+    "barrier_match": "two threads of a block that take different arms of an `if` reach as many barriers inside it",
 }
 KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds", "mask_rel"} | set(ACCESS_RELATIONS)
 
@@ -62,6 +68,7 @@ class KernelSolver:
         self.enc = Encoder(view)
         self.expander = Expander(view, self.enc, derived)
         self.access = AccessQueries(view, self.enc, self.expander, derived)
+        self.barriers = BarrierQueries(view, self.enc)
         self.derived = derived
         self.metadata = metadata
         self.timeout_ms = max(1, int(timeout_s * 1000))
@@ -72,7 +79,12 @@ class KernelSolver:
     # ----------------------------------------------------------- findings
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
+        uncertain = {s for _k, s in self.derived.get("uncertain_site", [])}
         for _k, site, inv, reason in self.derived.get("structural", []):
+            if site in uncertain:  # the value may come from the other arm of a wave-specialized `if`
+                why = f"{STRUCTURAL_REASONS['cross-arm-flow']} (else: {STRUCTURAL_REASONS.get(reason, reason)})"
+                out.append(self._finding(inv, site, Verdict.UNKNOWN, why, reason=why))
+                continue
             out.append(self._finding(inv, site, Verdict.VIOLATION, STRUCTURAL_REASONS.get(reason, reason),
                                      reason=STRUCTURAL_REASONS.get(reason, reason)))
         for _k, site, inv, reason in self.derived.get("unchecked", []):
@@ -212,6 +224,7 @@ class KernelSolver:
             "broadcast": lambda: self.access.broadcast(site, lhs, rhs),
             "stat_eq": lambda: self.access.broadcast(site, lhs, rhs, same_length=True),
             "reduce_uniform": lambda: self.access.reduce_uniform(site, lhs, rhs),
+            "barrier_match": lambda: self.barriers.barrier_match(site),
         }
         if relation in builders:
             return builders[relation]()
@@ -378,7 +391,9 @@ class KernelSolver:
         linear = ev(self.enc.linear_thread(first))
         g = self.view.group_size
         slot, instr = None, {}
-        if relation == "stored_tag":
+        if relation == "barrier_match":
+            lhs, rhs = self.barriers.sides(q, ev, self._iterations)
+        elif relation == "stored_tag":
             lhs = self._side("stored value", q.lhs, first, ev, None, None)
             rhs = Side(f"tag of {q.rhs.chain[0].buffer} at the store", None, None, [ev(c) for c in q.rhs.coords],
                        q.rhs.tag_name, [ev(t) for t in q.rhs.tag], [self._point(q.rhs.chain[0], ev)])
@@ -535,6 +550,10 @@ def _access_message(relation: str, c: Counterexample) -> str:
     who = " of another wave" if c.group_kind == "wave" else ""
     t_l = lhs.chain[0].thread if lhs.chain else None
     t_r = rhs.chain[0].thread if rhs.chain else None
+    if relation == "barrier_match":
+        return (f"thread {t_l} takes the then arm and reaches {lhs.tag[0]} barrier(s) in it; thread {t_r} of the "
+                f"same block takes the else arm and reaches {rhs.tag[0]}: the block's threads wait at different "
+                f"barriers (a hang, or barriers of different program points paired)")
     if relation == "stored_tag":
         return (f"stores a value tagged {lhs.tag_name}{tuple(lhs.tag)} at {rhs.tag_name} coordinates "
                 f"{tuple(rhs.coordinates)}, whose tag is {tuple(rhs.tag)}" if lhs.tag else

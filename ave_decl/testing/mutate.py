@@ -97,6 +97,25 @@ def drop_barrier(text: str) -> list[Mutant]:
     return _drop(text, "drop_barrier", r"syncthreads\(\)", "barrier removed")
 
 
+def barrier_one_arm(text: str) -> list[Mutant]:
+    """Drop a barrier of an `else` arm, keeping the other arm's: the waves of a wave-specialized
+    `if` then reach different numbers of barriers (a hang on a GPU)."""
+    out, headers = [], []  # headers: (indent, is an else) of the blocks around the current line
+    for i, line in enumerate(_lines(text)):
+        body = line.strip()
+        if not body or body.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        while headers and headers[-1][0] >= indent:
+            headers.pop()
+        if body == "syncthreads()" and any(is_else for _, is_else in headers):
+            out.append(Mutant("barrier_one_arm", i + 1, "barrier removed from one arm of a wave-specialized if",
+                              _replace_line(text, i, line[:indent] + "pass")))
+        if body.endswith(":"):
+            headers.append((indent, body == "else:"))
+    return out
+
+
 def drop_async_wait(text: str) -> list[Mutant]:
     return _drop(text, "drop_async_wait", r"async_wait\(\)", "async_wait() removed")
 
@@ -311,6 +330,7 @@ OPERATORS: dict[str, Callable[[str], list[Mutant]]] = {
     "swap_lane_value": swap_lane_value,
     "off_by_one_stage": off_by_one_stage,
     "drop_barrier": drop_barrier,
+    "barrier_one_arm": barrier_one_arm,
     "drop_async_wait": drop_async_wait,
     "swizzle_write_only": swizzle_write_only,
     "wrong_k_offset": wrong_k_offset,

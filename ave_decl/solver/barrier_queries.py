@@ -1,0 +1,96 @@
+"""`barrier_match` (ave/barrier-divergence): two threads of one block that take different arms of an
+`if` reach as many block barriers inside it.
+
+The count of an arm is a closed form over the instance of the `if`: every barrier in the arm
+contributes the product of the trip counts of the loops between the `if` and the barrier, times
+one indicator per nested `if` between them (1 when the barrier's arm is taken). A nested loop
+bound or condition that depends on a loop inside the arm has no such closed form (the count
+would be a sum over iterations): the query is then UNKNOWN, never proved.
+"""
+from __future__ import annotations
+
+import z3
+
+from ..facts.view import KernelView
+from ..hw.expr import symbols
+from ..report.model import ChainPoint, Location, Side
+from .chains import Alt, Step
+from .query import Query
+from .smt import Encoder, Instance
+
+
+class BarrierQueries:
+    def __init__(self, view: KernelView, enc: Encoder):
+        self.view = view
+        self.enc = enc
+
+    def barriers_in(self, branch: int, arm: int) -> list[int]:
+        return [b for b in self.view.barriers if (branch, arm) in self.view.in_branch.get(b, [])]
+
+    def barrier_match(self, site: int) -> list[Query]:
+        first = self.enc.new_instance(site, "t1")
+        loops = {h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(site)}
+        second = self.enc.new_instance(site, "t2", share_block=first, loops=loops)
+        cons = first.constraints + second.constraints
+        cond = self.view.branch_cond.get(site, -1)
+        if cond >= 0:  # a condition on data: any thread may take either arm
+            cons += [self.enc.bool_term(cond, first.env), z3.Not(self.enc.bool_term(cond, second.env))]
+        sides = []
+        for arm, inst in ((1, first), (0, second)):
+            total, steps = self.enc.int_val(0), []
+            for b in self.barriers_in(site, arm):
+                times, why = self._times(site, b, inst)
+                if why:
+                    return [Query(cons, self.enc.bool_val(True), Alt(None, "", [], [], []), Alt(None, "", [], [], []),
+                                  first, first, second, unknown=why)]
+                total = total + times
+                steps.append((Step("barrier", -1, b, "", inst), times))
+            sides.append((total, steps))
+        (count1, steps1), (count2, steps2) = sides
+        lhs = Alt([count1], "then", [], [], [s for s, _ in steps1])
+        rhs = Alt([count2], "else", [], [], [s for s, _ in steps2])
+        extras = {f"times{i}:{j}": t for i, steps in ((1, steps1), (2, steps2)) for j, (_s, t) in enumerate(steps)}
+        return [Query(cons, count1 != count2, lhs, rhs, first, first, second, extras)]
+
+    def _times(self, site: int, barrier: int, inst: Instance) -> tuple[z3.ArithRef, str]:
+        """How often one execution of `site` runs `barrier` (the loops and nested ifs between them)."""
+        outer = set(self.view.enclosing_loops(site))
+        inner = [h for h in self.view.enclosing_loops(barrier) if h not in outer]
+        inner_syms = {f"loop:{h}" for h in inner}
+        table = self.view.kf.table
+        times: z3.ArithRef = self.enc.int_val(1)
+        for h in inner:
+            info = self.view.loops[h]
+            if inner_syms & (symbols(table, info.lo) | symbols(table, info.hi)):
+                return times, (f"the trip count of the loop at line {self.view.span(h).line} depends on a loop inside "
+                               f"the `if` at line {self.view.span(site).line}: its barriers are not counted in closed "
+                               f"form")
+            lo, hi = self.enc.int_term(info.lo, inst.env), self.enc.int_term(info.hi, inst.env)
+            step = table.nodes[info.step].value
+            times = times * z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
+        # the ifs between: around the barrier and inside `site` (so in the barrier's arm of it)
+        nested = [(b, pol) for b, pol in self.view.in_branch.get(barrier, [])
+                  if any(x == site for x, _ in self.view.in_branch.get(b, []))]
+        for b, pol in nested:
+            cond = self.view.branch_cond.get(b, -1)
+            if cond < 0 or inner_syms & symbols(table, cond):
+                what = "is on data" if cond < 0 else "depends on a loop inside the outer `if`"
+                return times, (f"the condition of the `if` at line {self.view.span(b).line} {what}: whether its "
+                               f"barriers run cannot be counted in closed form")
+            c = self.enc.bool_term(cond, inst.env)
+            times = times * z3.If(c if pol else z3.Not(c), 1, 0)
+        return times, ""
+
+    def sides(self, q: Query, ev, iterations) -> tuple[Side, Side]:
+        """The two paths of a counterexample: each thread's arm and the barriers it reaches."""
+        out = []
+        for i, (alt, inst, arm) in enumerate(((q.lhs, q.lhs_inst, "then"), (q.rhs, q.rhs_inst, "else")), 1):
+            thread = ev(self.enc.linear_thread(inst))
+            chain = [ChainPoint("branch", Location.of(self.view.span(q.site.stmt)), "", thread, iterations(inst, ev),
+                                f"takes the {arm} arm")]
+            for j, step in enumerate(alt.chain):
+                chain.append(ChainPoint("barrier", Location.of(self.view.span(step.stmt)), "", thread,
+                                        iterations(inst, ev), f"reached {ev(q.extras[f'times{i}:{j}'])} time(s)"))
+            out.append(Side(f"{arm} arm", thread % self.view.group_size, None, [], "barriers", [ev(alt.tag[0])],
+                            chain, "path"))
+        return out[0], out[1]

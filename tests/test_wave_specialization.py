@@ -1,0 +1,99 @@
+"""Wave specialization: `if wave_id() < 4:` arms that meet at barriers (ave/barrier-divergence),
+run at once by the simulator, and cross-arm flows reported UNKNOWN (never proved, never untagged)."""
+from __future__ import annotations
+
+import pytest
+from conftest import DATA, EXAMPLES
+
+import ave_decl
+from ave_decl.report.model import Verdict
+from ave_decl.testing.mutate import OPERATORS
+
+MATCHED = EXAMPLES / "specialized" / "producer_consumer.ave"
+ONE_ARM = DATA / "specialized" / "one_arm_barrier.ave"
+
+
+def _findings(report, invariant=None):
+    (k,) = report.kernels
+    return [f for f in k.findings if f.severity == "error" and (invariant is None or f.invariant == invariant)]
+
+
+def test_matched_arms_verify_their_barriers_and_cross_arm_flow_is_unknown():
+    report = ave_decl.check(MATCHED)
+    (k,) = report.kernels
+    assert k.verdict == Verdict.UNKNOWN
+    assert [f.verdict for f in _findings(report, "ave/barrier-divergence")] == [Verdict.VERIFIED]
+    assert not [f for f in _findings(report) if f.verdict == Verdict.VIOLATION]
+    reasons = {f.invariant: f.reason for f in _findings(report) if f.verdict == Verdict.UNKNOWN}
+    assert "other arm of a wave-specialized `if`" in reasons["ave/epilogue-placement"]
+    assert "races across the arms are not checked yet" in reasons["ave/shared-race"]
+
+
+def test_the_simulator_runs_the_arms_at_once(ave):
+    """Arms meet at each barrier: the consumer reads each stage the round the producer filled it."""
+    r = ave("simulate", MATCHED)
+    assert r.code == 0, r.out
+    assert "the output matches the reference" in r.out and "shadow [ave/barrier-divergence] line 17: ok" in r.out
+    stale = MATCHED.read_text().replace("S[it % 2, t % 256]", "S[(it + 1) % 2, t % 256]")
+    r = ave("simulate", _write(stale))
+    assert r.code == 1 and "the output differs from the reference" in r.out
+
+
+def _write(text: str, name: str = "k.ave"):
+    import tempfile
+    from pathlib import Path
+
+    d = Path(tempfile.mkdtemp())
+    p = d / name
+    p.write_text(text)
+    return p
+
+
+def test_a_barrier_in_one_arm_only_is_a_replayed_violation():
+    assert ONE_ARM.read_text().count("syncthreads()") == MATCHED.read_text().count("syncthreads()") - 1
+    (f,) = _findings(ave_decl.check(ONE_ARM, confirm=True), "ave/barrier-divergence")
+    assert f.verdict == Verdict.VIOLATION and f.location.line == 13
+    assert f.replay["confirmed"], f.replay
+    c = f.counterexample
+    assert (c.lhs.tag, c.rhs.tag) == ([8], [4])
+    assert c.lhs.chain[0].kind == "branch" and [p.kind for p in c.lhs.chain[1:]] == ["barrier", "barrier"]
+    assert [p.note for p in c.rhs.chain[1:]] == ["reached 4 time(s)"]
+    assert "reaches 8 barrier(s)" in f.message and "reaches 4" in f.message
+
+
+def test_the_mutation_operator_makes_that_bug():
+    (m, *_) = OPERATORS["barrier_one_arm"](MATCHED.read_text())
+    assert m.line == 24
+    (f,) = _findings(ave_decl.check(m.text, path="m.ave"), "ave/barrier-divergence")
+    assert f.verdict == Verdict.VIOLATION
+
+
+_KERNEL = """@kernel(grid=(4,), block=128, wave=64)
+def k(A: Tensor[f32, (128,)], C: Tensor[f32, (128,)]):
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+{body}
+    C[t] = A[t]
+"""
+
+
+@pytest.mark.parametrize("body, verdict, words", [
+    # a condition on the block: every thread of a block takes the same arm
+    ("    if block_id(0) == 0:\n        syncthreads()\n", Verdict.VERIFIED, ""),
+    # the same count in both arms, through a loop and a nested uniform if
+    ("    if wave_id() == 0:\n        for i in range(3):\n            syncthreads()\n    else:\n"
+     "        syncthreads()\n        if block_id(0) >= 0:\n            syncthreads()\n            syncthreads()\n",
+     Verdict.VERIFIED, ""),
+    # a nested if that drops a barrier for some blocks
+    ("    if wave_id() == 0:\n        syncthreads()\n    else:\n"
+     "        if block_id(0) == 1:\n            syncthreads()\n", Verdict.VIOLATION, "reaches 1 barrier(s)"),
+    # a trip count that depends on a loop inside the arm has no closed form: UNKNOWN
+    ("    if wave_id() == 0:\n        for i in range(4):\n"
+     "            for j in range(i):\n                syncthreads()\n", Verdict.UNKNOWN, "depends on a loop inside"),
+])
+def test_barrier_counts(body, verdict, words):
+    found = _findings(ave_decl.check(_KERNEL.format(body=body), path="k.ave"), "ave/barrier-divergence")
+    (f,) = [f for f in found if f.location.line == 6]  # the outer `if` (a nested one is its own site)
+    assert f.verdict == verdict, (f.message, f.reason)
+    assert words in f.message + f.reason
