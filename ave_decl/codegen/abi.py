@@ -15,7 +15,7 @@ from ..lang import ast as A
 from ..lang.consts import const_int
 from .errors import CodegenError
 
-GROUP_CONSTRUCTS = ("lane_id", "warp_id", "wave_id", "lane_max", "lane_sum")
+GROUP_CONSTRUCTS = ("lane_id", "warp_id", "wave_id", "lane_max", "lane_sum", "shuffle_xor", "shuffle", "readfirstlane")
 
 
 @dataclass(frozen=True)

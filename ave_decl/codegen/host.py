@@ -103,6 +103,13 @@ class HostTarget(CodegenTarget):
         self._meet(b)
         return out
 
+    def shuffle(self, b, value, src_lane, lane):
+        b.store(value, self._word(b, lane, 0))
+        self._meet(b)
+        out = b.load(self._word(b, src_lane, 0), typ=value.type)
+        self._meet(b)
+        return out
+
     def _table(self, name: str, values: np.ndarray) -> ir.GlobalVariable:
         if name not in self.tables:
             ty = ir.ArrayType(I32, int(values.size))

@@ -310,6 +310,8 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             return self.cast(self.expr(e.args[0]), e.args[1].id)
         if name in ("lane_max", "lane_sum"):
             return self.lane_reduce(e)
+        if name in ("shuffle_xor", "shuffle", "readfirstlane"):
+            return self.lane_exchange(e)
         if name == "select" and len(e.args) == 3:
             return self.choose(self.expr(e.args[0]), self.expr(e.args[1]), self.expr(e.args[2]))
         raise CodegenError(f"{name}() is not supported by the code generator", e.span)

@@ -9,7 +9,7 @@ from llvmlite import ir
 from ..hw.instructions import Instruction, LoadMatrix
 from ..lang import ast as A
 from .consts import known_divisor
-from .dtypes import F32, I16, element_bytes, load_convert, storage_type, store_convert
+from .dtypes import F32, I16, I32, element_bytes, load_convert, storage_type, store_convert
 from .errors import CodegenError
 from .values import LocalArray, SharedArray, Val
 
@@ -134,6 +134,25 @@ class InstrLowering:
                 v = self.b.fadd(v, other)
             mask *= 2
         return Val(v, "float")
+
+    def lane_exchange(self, e: A.Call) -> Val:
+        """shuffle_xor(x, mask[, width]) / shuffle(x, lane) / readfirstlane(x): x of another lane."""
+        self.require_group(self.sig.group, e)  # type: ignore[attr-defined]
+        self.require_converged(f"{e.func_name}()", e)  # type: ignore[attr-defined]
+        v = self.as_float(self.expr(e.args[0]))  # type: ignore[attr-defined]
+        group = self.sig.group  # type: ignore[attr-defined]
+        if e.func_name == "shuffle_xor":
+            mask = self.const_arg(e.args[1])  # type: ignore[attr-defined]
+            if not 0 <= mask < min(group, self.t.max_group):  # type: ignore[attr-defined]
+                raise CodegenError(f"{self.t.name} shuffles lanes within {self.t.max_group}", e.span)  # type: ignore[attr-defined]
+            return Val(self.t.shuffle_xor(self.b, v, mask, self.lane), "float")  # type: ignore[attr-defined]
+        if group > self.t.max_group:  # type: ignore[attr-defined]
+            raise CodegenError(f"{self.t.name} shuffles lanes within {self.t.max_group}", e.span)  # type: ignore[attr-defined]
+        if e.func_name == "shuffle":  # the source lane modulo the group (a power of two)
+            src = self.b.and_(self.as_int(self.expr(e.args[1])), ir.Constant(I32, group - 1))  # type: ignore[attr-defined]
+        else:
+            src = ir.Constant(I32, 0)
+        return Val(self.t.shuffle(self.b, v, src, self.lane), "float")  # type: ignore[attr-defined]
 
 
 __all__ = ["InstrLowering", "I16"]

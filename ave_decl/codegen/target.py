@@ -68,6 +68,10 @@ class CodegenTarget:
         """The f32 `value` of lane `lane ^ mask` of the same warp/wave (all lanes take part)."""
         raise NotImplementedError
 
+    def shuffle(self, b: ir.IRBuilder, value: ir.Value, src_lane: ir.Value, lane: ir.Value) -> ir.Value:
+        """The f32 `value` of lane `src_lane` (an i32 in [0, group)) of the same warp/wave."""
+        raise NotImplementedError
+
     def mma(self, b: ir.IRBuilder, instr: Instruction, dtype: str, a: list[ir.Value], bv: list[ir.Value],
             c: list[ir.Value], lane: ir.Value) -> list[ir.Value]:
         """D = A B + C over a warp/wave. `a`, `bv` are raw bits of element type `dtype` (one of

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ..lang import ast as A
 
-VARYING_CALLS = {"thread_id", "lane_id", "warp_id", "wave_id", "lane_max", "lane_sum"}
+VARYING_CALLS = {"thread_id", "lane_id", "warp_id", "wave_id", "lane_max", "lane_sum", "shuffle_xor", "shuffle",
+                 "readfirstlane"}
 
 
 def _mentions(e: A.Expr, varying: set[str]) -> bool:

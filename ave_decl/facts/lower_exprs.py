@@ -6,7 +6,7 @@ from ..hw.expr import BINARY_OPS, BOOL_OPS, UNARY_OPS, ExprLimitError
 from ..hw.instructions import INSTRUCTIONS
 from ..hw.layout import AnyLayout, Composed, Layout, Swizzle, col_major, row_major
 from ..lang import ast as A
-from ..lang.resolve import BUILTINS, ELEMENTWISE
+from ..lang.resolve import BUILTINS, ELEMENTWISE, LANE_EXCHANGE
 from .values import (
     Buffer,
     Builtin,
@@ -232,6 +232,8 @@ class ExpressionLowering:
             return self._elementwise(e, [a, b])
         if name in ("lane_max", "lane_sum"):
             return self._lane_reduce(e, name)
+        if name in LANE_EXCHANGE:
+            return self._lane_exchange(e, name)
         if name in ELEMENTWISE:
             args = [self.eval(a) for a in e.args if not (name == "cast" and isinstance(a, A.Name) and a.id in DTYPES)]
             if name == "cast":
@@ -280,6 +282,40 @@ class ExpressionLowering:
                            f"size", e.args[1])
         vid = self._value("reduce", (x.vid,))
         self.facts.add("lane_reduce", vid, name[5:], width)
+        return DVal(vid, x.dtype)
+
+    def _lane_exchange(self, e: A.Call, name: str) -> DVal:
+        """`shuffle_xor(x, mask)`, `shuffle(x, lane)`, `readfirstlane(x)`: x as another lane of the same
+        warp/wave computed it. The value (and its tag) is x's at the source thread, whose linear id is
+        recorded as an index expression of this thread's (`lane_source`)."""
+        arity = {"shuffle_xor": (2, 3), "shuffle": (2, 2), "readfirstlane": (1, 1)}[name]
+        self._arity(e, *arity)
+        x = self.eval(e.args[0])
+        if not isinstance(x, DVal):
+            raise self.err(f"{name}() exchanges a data value, not {describe(x)}", e.args[0])
+        assert self.launch is not None
+        self.require_whole_groups(f"{name}()", e)
+        g = self.launch.group_size
+        tid = self._linear_thread()
+        first = self.t.op("sub", tid, self.t.op("mod", tid, self.t.const(g)))  # lane 0 of this group
+        if name == "shuffle_xor":
+            mask = self.const_int(e.args[1], "shuffle_xor mask")
+            width = self.const_int(e.args[2], "shuffle_xor width") if len(e.args) == 3 else g
+            if width < 2 or width & (width - 1) or width > g:
+                raise self.err(f"the width of shuffle_xor must be a power of two in [2, {g}]", e.args[2])
+            if not 0 <= mask < width:
+                raise self.err(f"the mask of shuffle_xor must lie in [0, {width}) (a lane of the same group of "
+                               f"{width})", e.args[1])
+            src = self.t.op("xor", tid, self.t.const(mask))
+        elif name == "shuffle":
+            lane = self.eval(e.args[1])
+            if not isinstance(lane, IVal):
+                raise self.err("the source lane of shuffle() must be an index expression", e.args[1])
+            src = self.t.op("add", first, self.t.op("mod", lane.eid, self.t.const(g)))
+        else:
+            src = first
+        vid = self._value("shuffle", (x.vid,))
+        self.facts.add("lane_source", vid, src)
         return DVal(vid, x.dtype)
 
     def _elementwise(self, e: A.Call, args: list[Val]) -> DVal:

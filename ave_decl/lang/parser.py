@@ -88,6 +88,10 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
     """Tree -> AST. Every node gets a Span from Lark's meta. Non-recursive, so no nesting of the
     input can exhaust Python's stack here (the AST's depth is bounded right after, lang/depth.py)."""
 
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.returns: list[A.Return] = []  # `return` statements of the def being built
+
     # -- top level
     @v_args(meta=True)
     def start(self, meta, items):
@@ -107,6 +111,7 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
     @v_args(meta=True)
     def kernel_def(self, meta, items):
         decorator, name, *rest = items
+        returns, self.returns = self.returns, []
         params = tuple(rest[0] if len(rest) == 2 else ())
         body = tuple(rest[-1])
         if decorator.func_name == HELPER_DECORATOR:
@@ -117,6 +122,9 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
                     raise FrontEndError(f"helper parameter '{p.name}' takes no type: it stands for whatever "
                                         f"the call passes", p.annotation.span)
             return A.Helper(str(name), decorator, params, body, self._span(meta))
+        if returns:
+            raise FrontEndError(f"return is only allowed as the last statement of a @{HELPER_DECORATOR} helper",
+                                returns[0].span)
         for p in params:
             if p.annotation is None:
                 raise FrontEndError(f"kernel parameter '{p.name}' needs a type, e.g. {p.name}: Tensor[bf16, (M, K)] "
@@ -159,7 +167,9 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
 
     @v_args(meta=True)
     def return_stmt(self, meta, items):
-        return A.Return(items[0] if items else None, self._span(meta))
+        node = A.Return(items[0] if items else None, self._span(meta))
+        self.returns.append(node)  # the enclosing def is built after its body (a kernel may not return)
+        return node
 
     def suite(self, items):
         out: list = []

@@ -572,6 +572,24 @@ class Simulator(MemoryModel, ShadowChecks):
                          lead_tag[:, :, None], lead_ar[..., None], source="reduce")
         return Data(v, tag, arity)
 
+    def _lane_exchange(self, e: A.Call) -> Data:
+        """shuffle_xor / shuffle / readfirstlane: every thread gets the operand (value and shadow tag)
+        of its source lane in the same warp/wave."""
+        d = self.eval(e.args[0])
+        d = d if isinstance(d, Data) else self._top(np.asarray(d, np.float32))
+        t = self.linear_tid
+        first = t - t % self.group
+        if e.func_name == "shuffle_xor":
+            src = t ^ self._const(e.args[1])
+        elif e.func_name == "shuffle":
+            src = first + np.asarray(self._index(e.args[1])) % self.group
+        else:
+            src = first
+        src = np.broadcast_to(src, self.shape)
+        rows = self.block_rows
+        masked = d.masked[rows, src] if d.masked is not None else None
+        return Data(np.asarray(d.v)[rows, src], np.asarray(d.tag)[rows, src], np.asarray(d.arity)[rows, src], masked)
+
     def _call(self, e: A.Call):
         name = e.func_name
         if name == "thread_id":
@@ -610,6 +628,8 @@ class Simulator(MemoryModel, ShadowChecks):
             return Data(v, d.tag, d.arity, d.masked)
         if name in ("lane_max", "lane_sum"):
             return self._lane_reduce(e)
+        if name in ("shuffle_xor", "shuffle", "readfirstlane"):
+            return self._lane_exchange(e)
         if name in ("select", "fmax", "fmin"):
             args = [self.eval(a) for a in e.args]
             ds = [a if isinstance(a, Data) else self._top(np.asarray(a, np.float32)) for a in args]

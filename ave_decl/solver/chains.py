@@ -96,6 +96,7 @@ class Expander:
         self.cross_arm = {a for _k, a in derived.get("uncertain_load", [])}
         self.full = {v for _k, v in derived.get("full_flow", [])}
         self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
+        self.lane_source = {v: e for _k, v, e in view.kf.relation("lane_source")}
         self.zero = {v for _k, v in view.kf.relation("value_zero")}
         self.selects = {v for _k, v, op in view.kf.relation("value_op") if op == "select"}
         self.index_expr = {v: e for _k, v, e in view.kf.relation("value_expr")}
@@ -130,7 +131,19 @@ class Expander:
                         a.chain, a.unknown, stat=True) for a in self.value(arg, inst, seen)]
         if kind == "mma":
             return self.mma_result(vid, stmt, inst, seen)
+        if kind == "shuffle":  # the operand as the source lane computed it
+            (arg,) = self.view.value_args[vid]
+            return self.value(arg, self.other_thread(inst, self.lane_source[vid]), seen)
         return [Alt(None, "", [], [], [])]
+
+    def other_thread(self, inst: Instance, linear_eid: int) -> Instance:
+        """`inst` at another thread of its block (same iterations): the one whose linear id is the
+        expression `linear_eid` evaluated at `inst`."""
+        other = Instance(f"{inst.label}'", inst.stmt)
+        other.env = dict(inst.env)
+        other.constraints = list(inst.constraints)
+        self.enc.set_linear_thread(other, self.enc.int_term(linear_eid, inst.env))
+        return other
 
     def elementwise(self, vid: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
         """The tag of the one full operand; without one, the first tagged statistic on this path

@@ -34,8 +34,8 @@ STRUCTURAL_REASONS = {
     "stored-mixed": "the stored value combines several tagged values, so it has no single tag (Top)",
     "cross-arm": ("a store in one arm of this wave-specialized `if` and a load in the other are ordered only by the "
                   "barriers the arms pair up: races across the arms are not checked yet"),
-    "cross-arm-flow": ("the value may come from a store in the other arm of a wave-specialized `if`, a flow that is not "
-                       "followed yet (tag the shared buffer to check both arms modularly)"),
+    "cross-arm-flow": ("the value may come from a store in the other arm of a wave-specialized `if`, a flow that is "
+                       "not followed yet (tag the shared buffer to check both arms modularly)"),
     "whole-array-write": ("a whole-array write (init=, a matrix instruction's result, ldmatrix) into a tagged register "
                           "array is not checked against the array's tag yet: tag the operands it comes from instead"),
 }

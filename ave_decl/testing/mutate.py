@@ -116,6 +116,16 @@ def barrier_one_arm(text: str) -> list[Mutant]:
     return out
 
 
+def wrong_shuffle_mask(text: str) -> list[Mutant]:
+    """Exchange with the wrong butterfly partner: the mask of a `shuffle_xor` doubled (halved when
+    doubling would leave the warp/wave), as when a butterfly's steps are mixed up."""
+    def edit(m, line):
+        mask = int(m.group(2))
+        new = mask * 2 if 0 < mask * 2 < 32 else max(mask // 2, 1) if mask > 1 else 2
+        return line[:m.start(2)] + str(new) + line[m.end(2):]
+    return _sub_each(text, "wrong_shuffle_mask", r"(shuffle_xor\([^,]+,\s*)(\d+)", edit, "wrong shuffle_xor mask")
+
+
 def drop_async_wait(text: str) -> list[Mutant]:
     return _drop(text, "drop_async_wait", r"async_wait\(\)", "async_wait() removed")
 
@@ -331,6 +341,7 @@ OPERATORS: dict[str, Callable[[str], list[Mutant]]] = {
     "off_by_one_stage": off_by_one_stage,
     "drop_barrier": drop_barrier,
     "barrier_one_arm": barrier_one_arm,
+    "wrong_shuffle_mask": wrong_shuffle_mask,
     "drop_async_wait": drop_async_wait,
     "swizzle_write_only": swizzle_write_only,
     "wrong_k_offset": wrong_k_offset,

@@ -70,6 +70,10 @@ class NvptxTarget(CodegenTarget):
         return self._call(b, "llvm.nvvm.shfl.sync.bfly.f32", F32,
                           [ir.Constant(I32, -1), value, ir.Constant(I32, mask), ir.Constant(I32, 31)])
 
+    def shuffle(self, b, value, src_lane, lane):
+        return self._call(b, "llvm.nvvm.shfl.sync.idx.f32", F32, [ir.Constant(I32, -1), value, src_lane,
+                                                                   ir.Constant(I32, 31)])
+
     @staticmethod
     def _pack(b: ir.IRBuilder, halves: list[ir.Value]) -> list[ir.Value]:
         """Pairs of 16-bit elements as the .b32 registers of a fragment (element 2i in the low half)."""

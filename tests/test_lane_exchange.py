@@ -1,0 +1,72 @@
+"""Lane exchange (`shuffle_xor`, `shuffle`, `readfirstlane`): a value read from another lane of the
+warp/wave carries that lane's tag, in the verifier, the simulator and the code generators."""
+from __future__ import annotations
+
+import pytest
+from conftest import EXAMPLES
+
+import ave_decl
+from ave_decl.report.model import Verdict
+from ave_decl.testing.mutate import OPERATORS
+
+EXAMPLE = EXAMPLES / "lanes" / "lane_exchange.ave"
+
+
+def test_the_example_verifies_simulates_and_runs(ave):
+    assert ave("check", EXAMPLE).code == 0
+    r = ave("simulate", EXAMPLE)
+    assert r.code == 0 and "every shadow check passed" in r.out, r.out
+    r = ave("run", EXAMPLE)
+    assert r.code == 0, r.out
+
+
+@pytest.mark.parametrize("old, new, thread_of_source", [
+    ("C[base + (t ^ 1)] = partner", "C[base + t] = partner", lambda t: t ^ 1),
+    ("R[base + 63 - t] = mirrored", "R[base + t] = mirrored", lambda t: 63 - t),
+])
+def test_a_store_of_the_wrong_lane_is_a_replayed_violation(old, new, thread_of_source):
+    text = EXAMPLE.read_text().replace(old, new)
+    (k,) = ave_decl.check(text, path="bad.ave", confirm=True).kernels
+    (f,) = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
+    assert f.invariant == "ave/epilogue-placement" and f.replay["confirmed"], f.replay
+    c = f.counterexample
+    # the chain crosses lanes: the load of x happened at the source lane
+    loads = [p for p in c.lhs.chain if p.kind == "load" and p.buffer == "x"]
+    assert loads and loads[0].thread == thread_of_source(c.thread_linear)
+
+
+def test_the_wrong_butterfly_partner_is_caught():
+    (m, *_) = OPERATORS["wrong_shuffle_mask"](EXAMPLE.read_text())
+    assert "shuffle_xor(x, 2)" in m.text
+    (k,) = ave_decl.check(m.text, path="m.ave", confirm=True).kernels
+    bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
+    assert bad and all(f.replay["confirmed"] for f in bad)
+
+
+@pytest.mark.parametrize("call, words", [
+    ("shuffle_xor(x, 64)", "must lie in [0, 64)"),
+    ("shuffle_xor(x, 4, 4)", "must lie in [0, 4)"),
+    ("shuffle_xor(x, 1, 3)", "power of two"),
+    ("shuffle_xor(x, lane_id())", "constant"),
+    ("shuffle(x)", "shuffle"),
+    ("readfirstlane(3)", "exchanges a data value"),
+])
+def test_bad_exchanges_are_located_errors(call, words, tmp_path, ave):
+    path = tmp_path / "k.ave"
+    path.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)], C: Tensor[f32, (64,)]):\n"
+                    f"    x = A[thread_id(0)]\n    y = {call}\n    C[thread_id(0)] = y\n")
+    r = ave("check", path)
+    assert r.code == 3 and words in r.out, r.out
+    assert r.out.startswith(f"{path}:4:")
+
+
+def test_nvptx_emits_warp_shuffles(tmp_path, ave):
+    pytest.importorskip("llvmlite")
+    text = EXAMPLE.read_text().replace("wave=64", "warp=32").replace("block=64", "block=32").replace(
+        "N // 64", "N // 32").replace("N % 64", "N % 32").replace("block_id(0) * 64", "block_id(0) * 32").replace(
+        "63 - ", "31 - ").replace("i // 64 * 64", "i // 32 * 32")
+    path = tmp_path / "k.ave"
+    path.write_text(text)
+    r = ave("emit", "--target", "nvptx", path)
+    assert r.code == 0, r.out + r.err
+    assert "shfl.sync.bfly.b32" in r.out and r.out.count("shfl.sync.idx.b32") == 2
