@@ -3,7 +3,7 @@ warp/wave carries that lane's tag, in the verifier, the simulator and the code g
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES
+from conftest import DATA, EXAMPLES
 
 import ave_decl
 from ave_decl.report.model import Verdict
@@ -70,3 +70,39 @@ def test_nvptx_emits_warp_shuffles(tmp_path, ave):
     r = ave("emit", "--target", "nvptx", path)
     assert r.code == 0, r.out + r.err
     assert "shfl.sync.bfly.b32" in r.out and r.out.count("shfl.sync.idx.b32") == 2
+
+
+SLOT_MAX = DATA / "lanes" / "slot_max.ave"
+
+
+def test_a_slot_reduction_is_a_row_statistic(ave):
+    assert ave("check", SLOT_MAX).code == 0
+    r = ave("simulate", SLOT_MAX)
+    assert r.code == 0 and "every shadow check passed" in r.out and "shadow [ave/row-statistics] line 11: ok" in r.out
+    assert ave("run", SLOT_MAX).code == 0
+    summed = SLOT_MAX.read_text().replace("reduce_max(s)", "reduce_sum(s)").replace("max(A, axis=1)", "sum(A, axis=1)")
+    assert ave_decl.check(summed, path="sum.ave").kernels[0].verdict == Verdict.VERIFIED
+
+
+def test_a_slot_reduction_over_two_rows_is_a_replayed_violation():
+    text = SLOT_MAX.read_text().replace("s[k] = A[t, k]", "s[k] = A[(t + k) % 64, k]")
+    (k,) = ave_decl.check(text, path="rows.ave", confirm=True).kernels
+    bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.invariant == "ave/row-statistics"]
+    assert bad and bad[0].replay["confirmed"], bad
+    assert bad[0].message.startswith("the slot reduction mixes rows: slot ")
+    c = bad[0].counterexample
+    assert (c.lhs.label, c.rhs.label) == ("slot", "other slot") and c.lhs.value_index != c.rhs.value_index
+
+
+@pytest.mark.parametrize("call, words", [
+    ("reduce_max(A)", "reduces a register array"),
+    ("reduce_max(s, 1)", "axis 0"),
+    ("reduce_sum(s2)", "1-D register array"),
+])
+def test_bad_slot_reductions_are_located_errors(call, words, tmp_path, ave):
+    path = tmp_path / "k.ave"
+    path.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)], C: Tensor[f32, (64,)]):\n"
+                    f"    s = local(f32, (4,))\n    s2 = local(f32, (2, 2))\n    y = {call}\n    C[thread_id(0)] = y\n")
+    r = ave("check", path)
+    assert r.code == 3 and words in r.out, r.out
+    assert r.out.startswith(f"{path}:5:")

@@ -15,7 +15,7 @@ from .dtypes import is_integer
 INT, FLOAT = "int", "float"
 _INT_CALLS = {"thread_id", "block_id", "lane_id", "warp_id", "wave_id"}
 _FLOAT_CALLS = {"exp2", "exp", "sqrt", "rsqrt", "lane_max", "lane_sum", "fmax", "fmin", "cast", "shuffle_xor",
-                "shuffle", "readfirstlane"}
+                "shuffle", "readfirstlane", "reduce_max", "reduce_sum"}
 LAYOUT_CALLS = {"row_major", "col_major", "layout", "swizzle"}
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
 

@@ -312,6 +312,8 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             return self.lane_reduce(e)
         if name in ("shuffle_xor", "shuffle", "readfirstlane"):
             return self.lane_exchange(e)
+        if name in ("reduce_max", "reduce_sum"):
+            return self.slot_reduce(e)
         if name == "select" and len(e.args) == 3:
             return self.choose(self.expr(e.args[0]), self.expr(e.args[1]), self.expr(e.args[2]))
         raise CodegenError(f"{name}() is not supported by the code generator", e.span)

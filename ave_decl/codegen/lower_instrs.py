@@ -135,6 +135,16 @@ class InstrLowering:
             mask *= 2
         return Val(v, "float")
 
+    def slot_reduce(self, e: A.Call) -> Val:
+        """reduce_max(s) / reduce_sum(s): every slot of one thread's register array, in slot order."""
+        arr = self.register_array(e.args[0], e.func_name or "reduce")
+        acc = None
+        for raw in self.raw_slots(arr, arr.count, arr.dtype, e):
+            v = load_convert(self.b, raw, arr.dtype)
+            acc = v if acc is None else (self.intrinsic("llvm.maximum.f32", F32, [acc, v])  # type: ignore[attr-defined]
+                                         if e.func_name == "reduce_max" else self.b.fadd(acc, v))
+        return Val(acc, "float")
+
     def lane_exchange(self, e: A.Call) -> Val:
         """shuffle_xor(x, mask[, width]) / shuffle(x, lane) / readfirstlane(x): x of another lane."""
         self.require_group(self.sig.group, e)  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ from ..hw.expr import BINARY_OPS, BOOL_OPS, UNARY_OPS, ExprLimitError
 from ..hw.instructions import INSTRUCTIONS
 from ..hw.layout import AnyLayout, Composed, Layout, Swizzle, col_major, row_major
 from ..lang import ast as A
-from ..lang.resolve import BUILTINS, ELEMENTWISE, LANE_EXCHANGE
+from ..lang.resolve import BUILTINS, ELEMENTWISE, LANE_EXCHANGE, SLOT_REDUCTIONS
 from .values import (
     Buffer,
     Builtin,
@@ -234,6 +234,8 @@ class ExpressionLowering:
             return self._lane_reduce(e, name)
         if name in LANE_EXCHANGE:
             return self._lane_exchange(e, name)
+        if name in SLOT_REDUCTIONS:
+            return self._slot_reduce(e, name)
         if name in ELEMENTWISE:
             args = [self.eval(a) for a in e.args if not (name == "cast" and isinstance(a, A.Name) and a.id in DTYPES)]
             if name == "cast":
@@ -283,6 +285,23 @@ class ExpressionLowering:
         vid = self._value("reduce", (x.vid,))
         self.facts.add("lane_reduce", vid, name[5:], width)
         return DVal(vid, x.dtype)
+
+    def _slot_reduce(self, e: A.Call, name: str) -> DVal:
+        """`reduce_max(s)` / `reduce_sum(s)`: combine every slot of the 1-D register array `s` of this
+        thread. Like a lane reduction the result is a statistic: its tag is the slots' tag without the
+        last component, and every slot must hold an element of the same row (ave/row-statistics)."""
+        self._arity(e, 1, 2)
+        buf = self.lookup(e.args[0]) if isinstance(e.args[0], A.Name) else None
+        if not isinstance(buf, Buffer) or buf.space != "local" or buf.implicit:
+            raise self.err(f"{name}() reduces a register array (local(...)) given by name", e.args[0])
+        if len(e.args) == 2 and self.const_int(e.args[1], f"{name} axis") != 0:
+            raise self.err(f"{name}() reduces axis 0 of a 1-D register array", e.args[1])
+        if buf.rank != 1 or buf.const_shape is None:
+            raise self.err(f"{name}() reduces a 1-D register array; '{buf.name}' has rank {buf.rank}", e.args[0])
+        slots = self._read_all(buf)
+        vid = self._value("reduce", (slots.vid,))
+        self.facts.add("slot_reduce", vid, name[7:], buf.const_shape[0])
+        return DVal(vid, buf.dtype)
 
     def _lane_exchange(self, e: A.Call, name: str) -> DVal:
         """`shuffle_xor(x, mask)`, `shuffle(x, lane)`, `readfirstlane(x)`: x as another lane of the same

@@ -10,6 +10,8 @@ ELEMENTWISE = {"exp2", "exp", "abs", "sqrt", "rsqrt", "cast", "select", "fmax", 
 # Values read from another lane of the same warp/wave: `shuffle_xor(x, mask)` (the butterfly
 # partner lane ^ mask), `shuffle(x, lane)` (a given lane), `readfirstlane(x)` (lane 0)
 LANE_EXCHANGE = ("shuffle_xor", "shuffle", "readfirstlane")
+# Reductions over the register slots of one thread: `reduce_max(s)`, `reduce_sum(s)` of a 1-D array
+SLOT_REDUCTIONS = ("reduce_max", "reduce_sum")
 
 # Scheduling hints (AMD's llvm.amdgcn.sched.barrier / sched.group.barrier / s.setprio): kept in the
 # AST for the backends, ignored by the verifier and the simulator. name -> (parameter names, largest
@@ -26,7 +28,7 @@ BUILTINS = {
     "assume", "tag", "assert_tag_eq", "assert_tag", "assert_mask", "reset_tags", "syncthreads", "thread_id", "block_id",
     "lane_id", "wave_id", "warp_id", "shared", "local", "row_major", "col_major", "layout", "swizzle", "range",
     "min", "max", "async_copy", "async_wait", "async_commit", "lane_max", "lane_sum", *ELEMENTWISE, *SCHEDULING_HINTS,
-    *LANE_EXCHANGE,
+    *LANE_EXCHANGE, *SLOT_REDUCTIONS,
 }
 
 

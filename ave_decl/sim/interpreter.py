@@ -572,6 +572,26 @@ class Simulator(MemoryModel, ShadowChecks):
                          lead_tag[:, :, None], lead_ar[..., None], source="reduce")
         return Data(v, tag, arity)
 
+    def _slot_reduce(self, e: A.Call) -> Data:
+        """reduce_max / reduce_sum over the slots of one thread's register array; the result is the
+        statistic of slot 0's row, and every slot must hold that row (ave/row-statistics)."""
+        buf = self.env[e.args[0].id]  # type: ignore[union-attr]
+        data = np.asarray(buf.data)  # (B, T, slots)
+        v = np.max(data, axis=2) if e.func_name == "reduce_max" else np.sum(data, axis=2, dtype=np.float32)
+        if buf.arity is None or not self.shadow:
+            return self._top(v.astype(np.float32))
+        arity = np.asarray(buf.arity)
+        n = np.abs(arity)
+        keep = np.arange(LMAX) < (n - 1)[..., None]
+        rows = np.where(keep, np.asarray(buf.tag), 0)  # each slot's row: its tag without the last component
+        row_ar = np.where(n > 0, -(n - 1), 0)
+        if self.current is not None:
+            holds = (row_ar == row_ar[..., :1]) & np.all(rows == rows[..., :1, :], axis=-1)
+            self._record("ave/row-statistics", self.current, holds, rows, row_ar,
+                         np.broadcast_to(rows[..., :1, :], rows.shape), np.broadcast_to(row_ar[..., :1], row_ar.shape),
+                         source="slot_reduce")
+        return Data(v.astype(np.float32), rows[:, :, 0], row_ar[:, :, 0])
+
     def _lane_exchange(self, e: A.Call) -> Data:
         """shuffle_xor / shuffle / readfirstlane: every thread gets the operand (value and shadow tag)
         of its source lane in the same warp/wave."""
@@ -630,6 +650,8 @@ class Simulator(MemoryModel, ShadowChecks):
             return self._lane_reduce(e)
         if name in ("shuffle_xor", "shuffle", "readfirstlane"):
             return self._lane_exchange(e)
+        if name in ("reduce_max", "reduce_sum"):
+            return self._slot_reduce(e)
         if name in ("select", "fmax", "fmin"):
             args = [self.eval(a) for a in e.args]
             ds = [a if isinstance(a, Data) else self._top(np.asarray(a, np.float32)) for a in args]

@@ -119,6 +119,8 @@ def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> 
         return _replay_barriers(probes, c)
     if finding.invariant == "ave/row-statistics" and c.lhs.label == "lane":
         return _replay_reduce(probes, c)
+    if finding.invariant == "ave/row-statistics" and c.lhs.label == "slot":
+        return _replay_slot_reduce(probes, c)
     if finding.invariant == "ave/row-statistics":
         probes = [p for p in probes if p["source"] == "combine"] or probes
         return _replay_combine(probes, c)
@@ -225,6 +227,18 @@ def _replay_reduce(probes: list[dict], c) -> Replay:
     a, b = _tag(*p["operands"]["lhs"], t1, 0), _tag(*p["operands"]["lhs"], t2, 0)
     ok = a != b and a == c.lhs.tag[:-1] and b == c.rhs.tag[:-1]
     detail = f"row of lane {t1}: {a}, row of lane {t2}: {b}"
+    return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"first": a, "second": b})
+
+
+def _replay_slot_reduce(probes: list[dict], c) -> Replay:
+    """Two slots of one thread's register array hold elements of different rows."""
+    p = next((p for p in probes if p["source"] == "slot_reduce"), None)
+    if p is None:
+        return Replay(False, "the simulator never executed the slot reduction at the reported iteration")
+    t, s1, s2 = c.thread_linear, c.lhs.value_index or 0, c.rhs.value_index or 0
+    a, b = _tag(*p["operands"]["lhs"], t, s1), _tag(*p["operands"]["lhs"], t, s2)
+    ok = a != b and a == c.lhs.tag[:-1] and b == c.rhs.tag[:-1]
+    detail = f"thread {t}: row of slot {s1}: {a}, row of slot {s2}: {b}"
     return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"first": a, "second": b})
 
 

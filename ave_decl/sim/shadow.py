@@ -15,7 +15,9 @@ class ShadowChecks:
         """A store into a tagged buffer must store the element the tag names (ave/epilogue-placement,
         ave/shared-round-trip, ave/register-round-trip)."""
         want, want_ar = self._tag_of(buf, idx)
-        holds = (data.arity == want_ar) & np.all(data.tag == want, axis=-1)
+        # a row statistic (negative arity) stored where its row's tag is wanted is that element, as
+        # on the static side (stored_tag compares the components)
+        holds = (np.abs(data.arity) == want_ar) & np.all(data.tag == want, axis=-1)
         inv = {"global": "ave/epilogue-placement", "shared": "ave/shared-round-trip"}.get(buf.space,
                                                                                          "ave/register-round-trip")
         self._record(inv, s, holds[..., None], data.tag[:, :, None], data.arity[..., None], want[:, :, None],

@@ -255,7 +255,9 @@ class AccessQueries:
         return out
 
     def reduce_uniform(self, site: int, reduced: int, arg: int) -> list[Query]:
-        """Two lanes of one reduction group hold elements of the same row."""
+        """Two lanes of one reduction group (two slots of a slot reduction) hold elements of the same row."""
+        if reduced in self.expander.slot_reduce:
+            return self._slot_uniform(site, arg, self.expander.slot_reduce[reduced])
         width = self.expander.lane_reduce[reduced]
         first = self.enc.new_instance(site, "l1")
         second = self.enc.new_instance(site, "l2", share_block=first, loops={
@@ -269,6 +271,21 @@ class AccessQueries:
                     continue
                 violated = z3.Or(*[a != b for a, b in zip(x.tag[:-1], y.tag[:-1])])
                 out.append(Query(cons + x.constraints + y.constraints, violated, x, y, first, first, second))
+        return out
+
+    def _slot_uniform(self, site: int, arg: int, slots: int) -> list[Query]:
+        first = self.enc.new_instance(site, "s1")
+        first.constraints += [first.env["slot"] >= 0, first.env["slot"] < slots]
+        second, in_range = self.expander.other_slot(first, slots)
+        cons = first.constraints + in_range
+        out = []
+        for x in self.expander.value(arg, first):
+            for y in self.expander.value(arg, second):
+                if x.tag is None or y.tag is None or len(x.tag) != len(y.tag) or len(x.tag) < 2:
+                    continue
+                violated = z3.Or(*[a != b for a, b in zip(x.tag[:-1], y.tag[:-1])])
+                out.append(Query(cons + x.constraints + y.constraints, violated, x, y, first, first, second,
+                                 {"slot1": first.env["slot"], "slot2": second.env["slot"]}))
         return out
 
     # -------------------------------------------------- K coverage

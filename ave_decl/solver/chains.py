@@ -97,6 +97,7 @@ class Expander:
         self.full = {v for _k, v in derived.get("full_flow", [])}
         self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
         self.lane_source = {v: e for _k, v, e in view.kf.relation("lane_source")}
+        self.slot_reduce = {v: n for _k, v, _op, n in view.kf.relation("slot_reduce")}
         self.zero = {v for _k, v in view.kf.relation("value_zero")}
         self.selects = {v for _k, v, op in view.kf.relation("value_op") if op == "select"}
         self.index_expr = {v: e for _k, v, e in view.kf.relation("value_expr")}
@@ -127,14 +128,27 @@ class Expander:
             return self.elementwise(vid, inst, seen)
         if kind == "reduce":
             (arg,) = self.view.value_args[vid]
-            return [Alt(a.tag[:-1] if a.tag else a.tag, f"{a.tag_name}.row" if a.tag else "", a.coords, a.constraints,
-                        a.chain, a.unknown, stat=True) for a in self.value(arg, inst, seen)]
+            at, extra = inst, []
+            if vid in self.slot_reduce:  # any one slot: ave/row-statistics proves they share the row
+                at, extra = self.other_slot(inst, self.slot_reduce[vid])
+            return [Alt(a.tag[:-1] if a.tag else a.tag, f"{a.tag_name}.row" if a.tag else "", a.coords,
+                        extra + a.constraints, a.chain, a.unknown, stat=True) for a in self.value(arg, at, seen)]
         if kind == "mma":
             return self.mma_result(vid, stmt, inst, seen)
         if kind == "shuffle":  # the operand as the source lane computed it
             (arg,) = self.view.value_args[vid]
             return self.value(arg, self.other_thread(inst, self.lane_source[vid]), seen)
         return [Alt(None, "", [], [], [])]
+
+    def other_slot(self, inst: Instance, slots: int) -> tuple[Instance, list[z3.BoolRef]]:
+        """`inst` with a fresh register slot in [0, slots) (same thread and iterations)."""
+        other = Instance(f"{inst.label}~", inst.stmt)
+        other.env = dict(inst.env)
+        other.constraints = list(inst.constraints)
+        slot = self.enc.int_var(f"{self.enc.fresh(inst.label)}.slot")
+        other.env["slot"] = slot
+        self.enc.set_range(slot, 0, slots - 1)
+        return other, [slot >= 0, slot < slots]
 
     def other_thread(self, inst: Instance, linear_eid: int) -> Instance:
         """`inst` at another thread of its block (same iterations): the one whose linear id is the

@@ -54,7 +54,7 @@ ACCESS_RELATIONS = {
     "bank_conflicts": "the lanes of one access phase touch different words of one bank",
     "broadcast": "a row statistic is combined with a value of its own row (tag prefix)",
     "stat_eq": "two row statistics combined belong to the same row",
-    "reduce_uniform": "a lane reduction combines elements of one row only",
+    "reduce_uniform": "a reduction (over lanes or register slots) combines elements of one row only",
     "barrier_match": "two threads of a block that take different arms of an `if` reach as many barriers inside it",
 }
 KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds", "mask_rel"} | set(ACCESS_RELATIONS)
@@ -397,6 +397,10 @@ class KernelSolver:
             lhs = self._side("stored value", q.lhs, first, ev, None, None)
             rhs = Side(f"tag of {q.rhs.chain[0].buffer} at the store", None, None, [ev(c) for c in q.rhs.coords],
                        q.rhs.tag_name, [ev(t) for t in q.rhs.tag], [self._point(q.rhs.chain[0], ev)])
+        elif relation == "reduce_uniform" and "slot1" in q.extras:  # a reduction over register slots
+            slot = ev(q.extras["slot1"])
+            lhs = self._side("slot", q.lhs, q.lhs_inst, ev, None, slot)
+            rhs = self._side("other slot", q.rhs, q.rhs_inst, ev, None, ev(q.extras["slot2"]))
         elif relation in ("broadcast", "stat_eq", "reduce_uniform"):
             names = {"broadcast": ("value", "row statistic"), "stat_eq": ("row statistic", "other row statistic"),
                      "reduce_uniform": ("lane", "other lane of the group")}[relation]
@@ -589,6 +593,9 @@ def _access_message(relation: str, c: Counterexample) -> str:
                 f"{tuple(lhs.tag[:len(rhs.tag)])})")
     if relation == "stat_eq":
         return f"statistics of two different rows are combined: {tuple(lhs.tag)} and {tuple(rhs.tag)}"
+    if relation == "reduce_uniform" and lhs.label == "slot":
+        return (f"the slot reduction mixes rows: slot {lhs.value_index} of thread {t_l} holds {tuple(lhs.tag)}, slot "
+                f"{rhs.value_index} holds {tuple(rhs.tag)}")
     if relation == "reduce_uniform":
         return (f"the reduction mixes rows: lane {t_l} holds {tuple(lhs.tag)}, lane {t_r} of the same group holds "
                 f"{tuple(rhs.tag)}")
