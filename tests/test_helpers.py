@@ -121,7 +121,7 @@ BAD_HELPERS = {
     "recursion": ("@device\ndef f(a):\n    g(a)\n\n@device\ndef g(a):\n    f(a)\n", "    f(1)\n",
                   "calls itself (f -> g -> f)"),
     "return-not-last": ("@device\ndef f(a):\n    return a\n    pass\n", "    f(1)\n", "last statement"),
-    "return-in-kernel": ("", "    return\n", "last statement of a @device helper"),
+    "return-value-in-kernel": ("", "    return 1\n", "a kernel returns no value"),
     "assigns-parameter": ("@device\ndef f(a):\n    a = 1\n", "    f(1)\n", "assigns to its parameter 'a'"),
     "free-name": ("@device\ndef f(a):\n    x = a + q\n", "    q = 1\n    f(1)\n", "name 'q' in helper 'f'"),
     "shadows-builtin": ("@device\ndef tag(a):\n    pass\n", "    pass\n", "would hide the built-in"),

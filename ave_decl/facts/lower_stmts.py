@@ -5,6 +5,7 @@ from ..hw.dtypes import DTYPES
 from ..hw.expr import BINARY_OPS, UNARY_OPS, ExprLimitError, symbols
 from ..hw.instructions import INSTRUCTIONS, LoadMatrix
 from ..lang import ast as A
+from ..lang.depth import walk
 from ..lang.printer import expr as expr_source
 from ..lang.resolve import BUILTINS, SCHEDULING_HINTS, free_names
 from .values import Binding, Buffer, BVal, Conditional, DVal, InstrVal, IVal, LayoutVal, LoopLocal, const_size, describe
@@ -35,6 +36,16 @@ def relation_text(lam: A.Lambda) -> tuple[str, tuple[tuple[str, int, int], ...]]
 
 
 MAX_WAIT_GROUPS = 7  # copy groups a thread may leave in flight (the rules count commits up to n + 1)
+
+
+def _increment(s: A.Stmt) -> tuple[str | None, A.Expr]:
+    """(x, e) for a statement `x = x + e`, `x = x - e`, `x += e` or `x -= e` (else (None, ...))."""
+    if isinstance(s, A.AugAssign) and isinstance(s.target, A.Name) and s.op in "+-":
+        return s.target.id, s.value
+    if (isinstance(s, A.Assign) and isinstance(s.target, A.Name) and isinstance(s.value, A.BinOp)
+            and s.value.op in "+-" and isinstance(s.value.left, A.Name) and s.value.left.id == s.target.id):
+        return s.target.id, s.value.right
+    return None, s  # type: ignore[return-value]
 
 
 def _symbol_words(names: set[str]) -> str:
@@ -94,9 +105,15 @@ class StatementLowering:
         if saved is not None and isinstance(saved.value, Buffer):
             raise self.err(f"loop variable '{s.var}' would hide the buffer of the same name", s)
         self.env[s.var] = Binding(IVal(var), self.scope_stack[-1])
+        carried = self._induction_variables(s, var, lo, step)
         before = dict(self.env)
         self.block(s.body)
         self._end_loop_locals(s, header, before)
+        after = self.t.op("max", self.t.const(0), self.t.op(
+            "floordiv", self.t.op("add", self.t.op("sub", hi, lo), self.t.const(self.t.nodes[step].value - 1)), step))
+        for name, (start, per_iteration, binding) in carried.items():  # its value once the loop has run
+            self.env[name] = Binding(IVal(self.t.op("add", start, self.t.op("mul", per_iteration, after))),
+                                     binding.scope)
         latch = self._node("latch", s.span)
         self.facts.add("back_edge", latch, header)
         self.facts.add("loop", header, latch, s.var, lo, hi, step)
@@ -107,6 +124,44 @@ class StatementLowering:
             self.ended_loops[s.var] = s.span
         else:
             self.env[s.var] = saved
+
+    def _induction_variables(self, s: A.For, var: int, lo: int, step: int) -> dict[str, tuple[int, int, Binding]]:
+        """Index names the loop body advances by a loop-invariant amount at its top level
+        (`tile = tile + 1`, `k0 += 64`): in iteration k (from 0) such a name starts as its value
+        before the loop plus k times the body's total increment, and the updates then apply in
+        order. Bound here in the body's scope, so the updates are sequential reassignments; after
+        the loop it holds start + increment * trip count. Returns name -> (start, increment, binding)."""
+        assigned = {n.target.id for st in s.body for n in walk(st, into_lambdas=False)
+                    if isinstance(n, (A.Assign, A.AugAssign)) and isinstance(n.target, A.Name)} | {s.var}
+        steps: dict[str, list[int]] = {}
+        for st in s.body:
+            name, amount = _increment(st)
+            if name is None:
+                continue
+            b = self.env.get(name)
+            # bound right around this loop (an outer loop or branch would carry it too), advanced by
+            # an index expression the body does not change
+            if (b is None or not isinstance(b.value, IVal) or b.scope != self.scope_stack[-2]
+                    or free_names(amount, set()) & assigned
+                    or any(isinstance(n, (A.Subscript, A.Lambda)) for n in walk(amount))):
+                continue
+            inc = self.eval(amount)
+            if not isinstance(inc, IVal):
+                continue
+            if isinstance(st, A.AugAssign) and st.op == "-" or isinstance(st, A.Assign) and st.value.op == "-":
+                inc = IVal(self.t.op("neg", inc.eid))
+            steps.setdefault(name, []).append(inc.eid)
+        out = {}
+        k = self.t.op("floordiv", self.t.op("sub", var, lo), step)  # the iteration number
+        for name, incs in steps.items():
+            total = incs[0]
+            for x in incs[1:]:
+                total = self.t.op("add", total, x)
+            outer = self.env[name]
+            out[name] = (outer.value.eid, total, outer)  # type: ignore[union-attr]
+            self.env[name] = Binding(IVal(self.t.op("add", outer.value.eid, self.t.op("mul", total, k))),  # type: ignore[union-attr]
+                                     self.scope_stack[-1])
+        return out
 
     def _end_loop_locals(self, s: A.For, header: int, before: dict[str, Binding]) -> None:
         """Index names bound in the loop body from its variable have no value after the loop: they

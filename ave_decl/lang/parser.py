@@ -12,6 +12,7 @@ from lark.indenter import PythonIndenter
 from . import ast as A
 from .depth import check_nesting
 from .errors import FrontEndError
+from .early_return import desugar_returns
 from .inline import HELPER_DECORATOR, inline_helpers
 from .lark_spans import SpanTransformer
 from .masked import desugar_masked
@@ -91,6 +92,7 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
     def __init__(self, path: str):
         super().__init__(path)
         self.returns: list[A.Return] = []  # `return` statements of the def being built
+        self.kernel_returns = False  # some kernel has an early `return` (lang/early_return.py)
 
     # -- top level
     @v_args(meta=True)
@@ -122,9 +124,10 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
                     raise FrontEndError(f"helper parameter '{p.name}' takes no type: it stands for whatever "
                                         f"the call passes", p.annotation.span)
             return A.Helper(str(name), decorator, params, body, self._span(meta))
-        if returns:
-            raise FrontEndError(f"return is only allowed as the last statement of a @{HELPER_DECORATOR} helper",
-                                returns[0].span)
+        for r in returns:
+            if r.value is not None:
+                raise FrontEndError("a kernel returns no value: a bare `return` ends the thread", r.span)
+        self.kernel_returns = self.kernel_returns or bool(returns)
         for p in params:
             if p.annotation is None:
                 raise FrontEndError(f"kernel parameter '{p.name}' needs a type, e.g. {p.name}: Tensor[bf16, (M, K)] "
@@ -168,7 +171,7 @@ class _Build(SpanTransformer, Transformer_NonRecursive):
     @v_args(meta=True)
     def return_stmt(self, meta, items):
         node = A.Return(items[0] if items else None, self._span(meta))
-        self.returns.append(node)  # the enclosing def is built after its body (a kernel may not return)
+        self.returns.append(node)  # the enclosing def is built after its body
         return node
 
     def suite(self, items):
@@ -419,14 +422,16 @@ def parse_source(src: SourceFile) -> A.Module:
     except Exception as exc:  # noqa: BLE001 - the indenter raises plain errors on bad dedents
         line = _guess_line(src, exc)
         raise FrontEndError(f"invalid indentation ({exc})", Span(src.path, line, 1, line, 2)) from None
+    build = _Build(src.path)
     try:
-        module = _Build(src.path).transform(tree)
+        module = build.transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, FrontEndError):
             raise exc.orig_exc from None
         raise
     check_nesting(module)
-    return desugar_masked(inline_helpers(module))
+    module = inline_helpers(module)
+    return desugar_masked(desugar_returns(module) if build.kernel_returns else module)
 
 
 def _guess_line(src: SourceFile, exc: Exception) -> int:
