@@ -11,8 +11,8 @@ from lark.indenter import PythonIndenter
 
 from . import ast as A
 from .depth import check_nesting
-from .errors import FrontEndError
 from .early_return import desugar_returns
+from .errors import FrontEndError
 from .inline import HELPER_DECORATOR, inline_helpers
 from .lark_spans import SpanTransformer
 from .masked import desugar_masked
