@@ -257,27 +257,23 @@ class AccessQueries:
     def reduce_uniform(self, site: int, reduced: int, arg: int) -> list[Query]:
         """Two lanes of one reduction group (two slots of a slot reduction) hold elements of the same row."""
         if reduced in self.expander.slot_reduce:
-            return self._slot_uniform(site, arg, self.expander.slot_reduce[reduced])
+            slots = self.expander.slot_reduce[reduced]
+            first = self.enc.new_instance(site, "s1")
+            first.constraints += [first.env["slot"] >= 0, first.env["slot"] < slots]
+            second, in_range = self.expander.other_slot(first, slots)
+            return self._same_rows(arg, first, second, first.constraints + in_range,
+                                   {"slot1": first.env["slot"], "slot2": second.env["slot"]})
         width = self.expander.lane_reduce[reduced]
         first = self.enc.new_instance(site, "l1")
         second = self.enc.new_instance(site, "l2", share_block=first, loops={
             h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(site)})
         t1, t2 = self.enc.linear_thread(first), self.enc.linear_thread(second)
-        cons = first.constraints + second.constraints + [t1 / width == t2 / width]
-        out = []
-        for x in self.expander.value(arg, first):
-            for y in self.expander.value(arg, second):
-                if x.tag is None or y.tag is None or len(x.tag) != len(y.tag) or len(x.tag) < 2:
-                    continue
-                violated = z3.Or(*[a != b for a, b in zip(x.tag[:-1], y.tag[:-1])])
-                out.append(Query(cons + x.constraints + y.constraints, violated, x, y, first, first, second))
-        return out
+        return self._same_rows(arg, first, second, first.constraints + second.constraints + [t1 / width == t2 / width])
 
-    def _slot_uniform(self, site: int, arg: int, slots: int) -> list[Query]:
-        first = self.enc.new_instance(site, "s1")
-        first.constraints += [first.env["slot"] >= 0, first.env["slot"] < slots]
-        second, in_range = self.expander.other_slot(first, slots)
-        cons = first.constraints + in_range
+    def _same_rows(self, arg: int, first: Instance, second: Instance, cons: list[z3.BoolRef],
+                   extras: dict | None = None) -> list[Query]:
+        """The operand at two instances (lanes or slots) holds elements of one row: tags equal but
+        for the last component."""
         out = []
         for x in self.expander.value(arg, first):
             for y in self.expander.value(arg, second):
@@ -285,7 +281,7 @@ class AccessQueries:
                     continue
                 violated = z3.Or(*[a != b for a, b in zip(x.tag[:-1], y.tag[:-1])])
                 out.append(Query(cons + x.constraints + y.constraints, violated, x, y, first, first, second,
-                                 {"slot1": first.env["slot"], "slot2": second.env["slot"]}))
+                                 dict(extras or {})))
         return out
 
     # -------------------------------------------------- K coverage
