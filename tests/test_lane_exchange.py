@@ -43,6 +43,11 @@ def test_the_wrong_butterfly_partner_is_caught():
     assert bad and all(f.replay["confirmed"] for f in bad)
 
 
+_BAD = ("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)], C: Tensor[f32, (64,)]):\n"
+        "    x = A[thread_id(0)]\n    s = local(f32, (4,))\n    s2 = local(f32, (2, 2))\n    y = {call}\n"
+        "    C[thread_id(0)] = y\n")
+
+
 @pytest.mark.parametrize("call, words", [
     ("shuffle_xor(x, 64)", "must lie in [0, 64)"),
     ("shuffle_xor(x, 4, 4)", "must lie in [0, 4)"),
@@ -50,14 +55,16 @@ def test_the_wrong_butterfly_partner_is_caught():
     ("shuffle_xor(x, lane_id())", "constant"),
     ("shuffle(x)", "shuffle"),
     ("readfirstlane(3)", "exchanges a data value"),
+    ("reduce_max(A)", "reduces a register array"),
+    ("reduce_max(s, 1)", "axis 0"),
+    ("reduce_sum(s2)", "1-D register array"),
 ])
-def test_bad_exchanges_are_located_errors(call, words, tmp_path, ave):
+def test_bad_exchanges_and_reductions_are_located_errors(call, words, tmp_path, ave):
     path = tmp_path / "k.ave"
-    path.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)], C: Tensor[f32, (64,)]):\n"
-                    f"    x = A[thread_id(0)]\n    y = {call}\n    C[thread_id(0)] = y\n")
+    path.write_text(_BAD.format(call=call))
     r = ave("check", path)
     assert r.code == 3 and words in r.out, r.out
-    assert r.out.startswith(f"{path}:4:")
+    assert r.out.startswith(f"{path}:6:")
 
 
 def test_nvptx_emits_warp_shuffles(tmp_path, ave):
@@ -94,15 +101,21 @@ def test_a_slot_reduction_over_two_rows_is_a_replayed_violation():
     assert (c.lhs.label, c.rhs.label) == ("slot", "other slot") and c.lhs.value_index != c.rhs.value_index
 
 
-@pytest.mark.parametrize("call, words", [
-    ("reduce_max(A)", "reduces a register array"),
-    ("reduce_max(s, 1)", "axis 0"),
-    ("reduce_sum(s2)", "1-D register array"),
-])
-def test_bad_slot_reductions_are_located_errors(call, words, tmp_path, ave):
-    path = tmp_path / "k.ave"
-    path.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)], C: Tensor[f32, (64,)]):\n"
-                    f"    s = local(f32, (4,))\n    s2 = local(f32, (2, 2))\n    y = {call}\n    C[thread_id(0)] = y\n")
-    r = ave("check", path)
-    assert r.code == 3 and words in r.out, r.out
-    assert r.out.startswith(f"{path}:5:")
+BUTTERFLY = DATA / "lanes" / "butterfly_max.ave"
+
+
+def test_a_butterfly_of_shuffles_is_a_row_statistic(ave):
+    assert ave("check", BUTTERFLY).code == 0
+    r = ave("simulate", BUTTERFLY)
+    assert r.code == 0 and "every shadow check passed" in r.out
+    assert ave("run", BUTTERFLY).code == 0
+
+
+def test_a_butterfly_across_rows_is_a_replayed_violation():
+    (m, *_) = OPERATORS["wrong_shuffle_mask"](BUTTERFLY.read_text())
+    assert "shuffle_xor(x, 16)" in m.text  # the first step now pairs lanes of different rows
+    (k,) = ave_decl.check(m.text, path="m.ave", confirm=True).kernels
+    bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.invariant == "ave/row-statistics"]
+    assert bad and bad[0].location.line == 11 and bad[0].replay["confirmed"], bad
+    c = bad[0].counterexample
+    assert c.rhs.chain[0].thread == c.thread_linear ^ 16  # the partner lane

@@ -6,7 +6,7 @@ from ..hw.expr import BINARY_OPS, BOOL_OPS, UNARY_OPS, ExprLimitError
 from ..hw.instructions import INSTRUCTIONS
 from ..hw.layout import AnyLayout, Composed, Layout, Swizzle, col_major, row_major
 from ..lang import ast as A
-from ..lang.resolve import BUILTINS, ELEMENTWISE, LANE_EXCHANGE, SLOT_REDUCTIONS
+from ..lang.resolve import BUILTINS, ELEMENTWISE, LANE_EXCHANGE, SLOT_REDUCTIONS, butterfly_operand
 from .values import (
     Buffer,
     Builtin,
@@ -157,7 +157,9 @@ class ExpressionLowering:
                 else:
                     self._type_error(side, v)
             dtype = left.dtype if isinstance(left, DVal) else right.dtype  # type: ignore[union-attr]
-            return DVal(self._value("elementwise", tuple(args), op=DATA_BINARY_OPS.get(e.op, e.op)), dtype)
+            vid = self._value("elementwise", tuple(args), op=DATA_BINARY_OPS.get(e.op, e.op))
+            self._butterfly(e.op, (e.left, e.right), vid, args)
+            return DVal(vid, dtype)
         for side, v in ((e.left, left), (e.right, right)):
             if not isinstance(v, (IVal, BVal)):
                 self._type_error(side, v)
@@ -347,7 +349,15 @@ class ExpressionLowering:
                 vids.append(self._index_value(a.eid))
             else:
                 self._type_error(node, a)
-        return DVal(self._value("elementwise", tuple(vids), op=e.func_name or "call"), dtype)
+        vid = self._value("elementwise", tuple(vids), op=e.func_name or "call")
+        self._butterfly(e.func_name or "", e.args, vid, vids)
+        return DVal(vid, dtype)
+
+    def _butterfly(self, op: str, nodes: tuple, vid: int, args: list[int]) -> None:
+        """`butterfly(v, own, partner)` for a butterfly step (lang.resolve.butterfly_operand)."""
+        pos = butterfly_operand(op, tuple(nodes))
+        if pos is not None and len(args) == 2:
+            self.facts.add("butterfly", vid, args[pos], args[1 - pos])
 
     def _nested(self, e: A.Expr):
         if isinstance(e, A.Tuple):

@@ -13,6 +13,19 @@ LANE_EXCHANGE = ("shuffle_xor", "shuffle", "readfirstlane")
 # Reductions over the register slots of one thread: `reduce_max(s)`, `reduce_sum(s)` of a 1-D array
 SLOT_REDUCTIONS = ("reduce_max", "reduce_sum")
 
+def butterfly_operand(op: str, args: tuple) -> int | None:
+    """The position of `x` in a butterfly step `op(x, shuffle_xor(x, m))` (either order) with op a
+    reduction (fmax, fmin, +), else None. The step combines a value with the same value at the
+    partner lane: a partial reduction of the row, so its result is a row statistic."""
+    if op not in ("fmax", "fmin", "+") or len(args) != 2:
+        return None
+    for i in (0, 1):
+        other = args[1 - i]
+        if isinstance(other, A.Call) and other.func_name == "shuffle_xor" and other.args and other.args[0] == args[i]:
+            return i
+    return None
+
+
 # Scheduling hints (AMD's llvm.amdgcn.sched.barrier / sched.group.barrier / s.setprio): kept in the
 # AST for the backends, ignored by the verifier and the simulator. name -> (parameter names, largest
 # value of each; all are constant integers >= 0)

@@ -21,6 +21,7 @@ from ..hw.instructions import Instruction, LoadMatrix
 from ..hw.layout import Composed, Layout, Swizzle, buffer_layout, col_major, row_major, storage_size
 from ..lang import ast as A
 from ..lang.depth import walk
+from ..lang.resolve import butterfly_operand
 from .inputs import random_inputs, tensor_dims, tensor_shape
 from .limits import check_memory, check_shared, check_size_values
 from .memory import MemoryModel
@@ -480,7 +481,9 @@ class Simulator(MemoryModel, ShadowChecks):
         if isinstance(e, A.BinOp):
             if e.op == "@":
                 return Composed(self.eval(e.left), self.eval(e.right))
-            return self._binop(e.op, self.eval(e.left), self.eval(e.right))
+            left, right = self.eval(e.left), self.eval(e.right)
+            out = self._binop(e.op, left, right)
+            return self._butterfly(e.op, (e.left, e.right), out, [left, right]) if e.op == "+" else out
         if isinstance(e, A.UnaryOp):
             v = self.eval(e.operand)
             if isinstance(v, Data):  # -0 and +0 stay known zeros (as value_zero says); other operators do not
@@ -548,6 +551,32 @@ class Simulator(MemoryModel, ShadowChecks):
                 self._record("ave/row-statistics", self.current, holds[..., None], a.tag[:, :, None],
                              a.arity[..., None], tag[:, :, None], arity[..., None], source="combine")
         return Data(v, tag, arity, masked)
+
+    def _butterfly(self, op: str, nodes: tuple, out, operands: list):
+        """A butterfly step `op(x, shuffle_xor(x, m))` of full values: the statistic of x's row, and
+        the partner lane must hold the same row (ave/row-statistics, as on the static side)."""
+        pos = butterfly_operand(op, tuple(nodes))
+        if pos is None or not isinstance(out, Data):
+            return out
+        own, partner = operands
+        if pos == 1:
+            own, partner = partner, own
+        if not isinstance(own, Data) or not isinstance(partner, Data):
+            return out
+        full = own.arity > 0
+        if not bool(np.any(full)):
+            return out  # statistics: combined (and checked) as any two statistics
+        n = np.abs(own.arity)
+        keep = np.arange(LMAX) < (n - 1)[..., None]
+        row, row_ar = np.where(keep, own.tag, 0), np.where(n > 0, -(n - 1), 0)
+        pn = np.abs(partner.arity)
+        prow = np.where(np.arange(LMAX) < (pn - 1)[..., None], partner.tag, 0)
+        prow_ar = np.where(pn > 0, -(pn - 1), 0)
+        if self.shadow and self.current is not None:
+            holds = ~full | ((prow_ar == row_ar) & np.all(prow == row, axis=-1))
+            self._record("ave/row-statistics", self.current, holds[..., None], row[:, :, None], row_ar[..., None],
+                         prow[:, :, None], prow_ar[..., None], source="reduce")
+        return Data(out.v, np.where(full[..., None], row, out.tag), np.where(full, row_ar, out.arity), out.masked)
 
     def _lane_reduce(self, e: A.Call) -> Data:
         """lane_max / lane_sum over aligned groups of `width` consecutive lanes; the result's tag
@@ -663,7 +692,8 @@ class Simulator(MemoryModel, ShadowChecks):
                     off = (then_tagged & ~else_tagged & ~take) | (else_tagged & ~then_tagged & take)
                     out.masked = masked_of(out) | off
                 return out
-            return self._combine((np.maximum if name == "fmax" else np.minimum)(ds[0].v, ds[1].v), ds)
+            out = self._combine((np.maximum if name == "fmax" else np.minimum)(ds[0].v, ds[1].v), ds)
+            return self._butterfly(name, e.args, out, ds)
         raise SimulationError(f"{name}() is not supported by the simulator", e.span)
 
     def _nested(self, e: A.Expr):

@@ -263,6 +263,11 @@ class AccessQueries:
             second, in_range = self.expander.other_slot(first, slots)
             return self._same_rows(arg, first, second, first.constraints + in_range,
                                    {"slot1": first.env["slot"], "slot2": second.env["slot"]})
+        if reduced in self.expander.butterfly:  # own at this lane and at the butterfly partner
+            partner = self.expander.butterfly[reduced][1]
+            first = self.enc.new_instance(site, "l1")
+            second = self.expander.other_thread(first, self.expander.lane_source[partner])
+            return self._same_rows(arg, first, second, list(first.constraints))
         width = self.expander.lane_reduce[reduced]
         first = self.enc.new_instance(site, "l1")
         second = self.enc.new_instance(site, "l2", share_block=first, loops={

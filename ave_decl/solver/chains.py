@@ -98,6 +98,7 @@ class Expander:
         self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
         self.lane_source = {v: e for _k, v, e in view.kf.relation("lane_source")}
         self.slot_reduce = {v: n for _k, v, _op, n in view.kf.relation("slot_reduce")}
+        self.butterfly = {v: (own, partner) for _k, v, own, partner in view.kf.relation("butterfly")}
         self.zero = {v for _k, v in view.kf.relation("value_zero")}
         self.selects = {v for _k, v, op in view.kf.relation("value_op") if op == "select"}
         self.index_expr = {v: e for _k, v, e in view.kf.relation("value_expr")}
@@ -162,6 +163,9 @@ class Expander:
     def elementwise(self, vid: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
         """The tag of the one full operand; without one, the first tagged statistic on this path
         (ave/row-statistics checks that the others agree with it); two full operands: Top."""
+        if vid in self.butterfly and self.butterfly[vid][0] in self.full:  # a row statistic of `own`
+            return [Alt(a.tag[:-1] if a.tag else a.tag, f"{a.tag_name}.row" if a.tag else "", a.coords, a.constraints,
+                        a.chain, a.unknown, stat=True) for a in self.value(self.butterfly[vid][0], inst, seen)]
         rooted = [a for a in self.view.value_args.get(vid, []) if a in self.has_root]
         full = [a for a in rooted if a in self.full]
         if len(full) > 1 or not rooted:
