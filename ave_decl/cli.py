@@ -352,6 +352,7 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
     from .lang.reference import check_references
     from .lang.source import Span
     from .pipeline import read_sources
+    from .facts.lower import lower_module
     from .sim.run import simulate_source
     from .solver.sizes import complete_sizes
 
@@ -367,6 +368,9 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
     try:
         module = parse_source(src)
         check_references(module)  # a bad reference is refused before anything runs (exit 3)
+        # the front end's checks (names, arities, constant arguments, launch shape) hold for the
+        # simulator too: the interpreter walks the AST and trusts what the lowering accepts
+        lower_module(module, src)
         if not module.kernels:
             raise FrontEndError("the file defines no kernel (a `@kernel(...)` function)", Span(file, 1, 1, 1, 2))
         if kernel is not None and kernel not in {k.name for k in module.kernels}:

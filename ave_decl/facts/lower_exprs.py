@@ -293,11 +293,17 @@ class ExpressionLowering:
         thread. Like a lane reduction the result is a statistic: its tag is the slots' tag without the
         last component, and every slot must hold an element of the same row (ave/row-statistics)."""
         self._arity(e, 1, 2)
+        for kw in e.kwargs:
+            if kw.name != "axis":
+                raise self.err(f"{name}() has no keyword '{kw.name}' (it takes axis=)", kw)
+        axis = e.kwarg("axis") if e.kwarg("axis") is not None else (e.args[1] if len(e.args) == 2 else None)
+        if axis is not None and len(e.args) == 2 and e.kwarg("axis") is not None:
+            raise self.err(f"{name}() got the axis twice", e)
         buf = self.lookup(e.args[0]) if isinstance(e.args[0], A.Name) else None
         if not isinstance(buf, Buffer) or buf.space != "local" or buf.implicit:
             raise self.err(f"{name}() reduces a register array (local(...)) given by name", e.args[0])
-        if len(e.args) == 2 and self.const_int(e.args[1], f"{name} axis") != 0:
-            raise self.err(f"{name}() reduces axis 0 of a 1-D register array", e.args[1])
+        if axis is not None and self.const_int(axis, f"{name} axis") != 0:
+            raise self.err(f"{name}() reduces axis 0 of a 1-D register array", axis)
         if buf.rank != 1 or buf.const_shape is None:
             raise self.err(f"{name}() reduces a 1-D register array; '{buf.name}' has rank {buf.rank}", e.args[0])
         slots = self._read_all(buf)

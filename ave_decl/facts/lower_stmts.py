@@ -131,12 +131,21 @@ class StatementLowering:
         before the loop plus k times the body's total increment, and the updates then apply in
         order. Bound here in the body's scope, so the updates are sequential reassignments; after
         the loop it holds start + increment * trip count. Returns name -> (start, increment, binding)."""
-        assigned = {n.target.id for st in s.body for n in walk(st, into_lambdas=False)
-                    if isinstance(n, (A.Assign, A.AugAssign)) and isinstance(n.target, A.Name)} | {s.var}
+        assignments: dict[str, list[A.Stmt]] = {}
+        for st in s.body:
+            for n in walk(st, into_lambdas=False):
+                if isinstance(n, (A.Assign, A.AugAssign)) and isinstance(n.target, A.Name):
+                    assignments.setdefault(n.target.id, []).append(n)
+                elif isinstance(n, A.For):
+                    assignments.setdefault(n.var, []).append(n)
+        assigned = set(assignments) | {s.var}
         steps: dict[str, list[int]] = {}
         for st in s.body:
             name, amount = _increment(st)
             if name is None:
+                continue
+            # every assignment of the name in the body must be such a top-level increment
+            if any(_increment(a)[0] != name or not any(a is top for top in s.body) for a in assignments[name]):
                 continue
             b = self.env.get(name)
             # bound right around this loop (an outer loop or branch would carry it too), advanced by

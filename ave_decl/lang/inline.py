@@ -79,9 +79,10 @@ def _simple(arg: A.Expr) -> bool:
 class _Renamer:
     """Rebuilds a helper's body for one call: parameters and locals mapped, spans given `via`."""
 
-    def __init__(self, mapping: dict[str, A.Expr], via: tuple[CallSite, ...]):
+    def __init__(self, mapping: dict[str, A.Expr], via: tuple[CallSite, ...], fresh=None):
         self.mapping = mapping
         self.via = via
+        self.fresh = fresh  # name -> a name no one uses (to rename a lambda parameter an argument would meet)
 
     def span(self, span: Span) -> Span:
         return replace(span, via=self.via) if span.line > 0 else span
@@ -94,6 +95,16 @@ class _Renamer:
                 return A.Name(new.id, self.span(n.span)) if getattr(new, "_local", False) else new
             return A.Name(n.id, self.span(n.span))
         if isinstance(n, A.Lambda):
+            # an argument substituted into the body must not meet a lambda parameter of its name
+            # (`lambda i: (r, i)` called with r := the caller's `i`): such parameters are renamed
+            incoming = {y.id for x in walk(n.body) if isinstance(x, A.Name) and x.id in self.mapping
+                        and x.id not in n.params and x.id not in shadowed
+                        for y in walk(self.mapping[x.id]) if isinstance(y, A.Name)}
+            clash = [p for p in n.params if p in incoming]
+            if clash and self.fresh is not None:
+                renames = {p: _LocalName(self.fresh(p)) for p in clash}
+                n = A.Lambda(tuple(renames[p].id if p in renames else p for p in n.params),
+                             _Renamer(renames, self.via).node(n.body, shadowed), n.span)  # type: ignore[arg-type]
             inner = shadowed | frozenset(n.params)
             return A.Lambda(n.params, self.node(n.body, inner), self.span(n.span))
         if isinstance(n, A.For):
@@ -214,8 +225,10 @@ class _Inliner:
         via = (CallSite(name, call.span), *call.span.via)
         mapping: dict[str, A.Expr] = {}
         prelude: list[A.Stmt] = []
+        captured = {c.id for s in h.body for x in walk(s) if isinstance(x, A.Call) and x.func_name == "tag"
+                    for c in x.args[3:] if isinstance(c, A.Name)}
         for param, arg in bound.items():
-            if _simple(arg):
+            if _simple(arg) and not (param in captured and not isinstance(arg, A.Name)):
                 mapping[param] = arg
             else:  # evaluated once, at the call, into a fresh name
                 fresh = A.Name(self.fresh(param, name, n), arg.span)
@@ -231,7 +244,7 @@ class _Inliner:
         body, ret = h.body, None
         if body and isinstance(body[-1], A.Return):
             body, ret = body[:-1], body[-1]
-        renamer = _Renamer(mapping, via)
+        renamer = _Renamer(mapping, via, lambda p: self.fresh(p, name, n))
         self._check_free_names(h, body, ret, params | set(mapping), via)
         expanded = list(self.block(tuple(renamer.node(s) for s in body), (*stack, name)))
         if target is not None:

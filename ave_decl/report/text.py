@@ -104,7 +104,10 @@ def _table(c: Counterexample) -> list[str]:
             continue
         if side.kind == "path":  # the arm of an `if` a thread takes, and the barriers it reaches there
             thread = side.chain[0].thread if side.chain else None
-            rows.append((side.label, f"thread {thread} (lane {side.lane}): {side.tag[0]} barrier(s)"))
+            what = side.chain[0].note if side.chain else ""
+            if what.startswith("takes"):
+                what += f", reaches {side.tag[0]} barrier(s)"
+            rows.append((side.label, f"thread {thread} (lane {side.lane}): {what}"))
             continue
         if side.kind == "access":
             thread = side.chain[0].thread if side.chain else None

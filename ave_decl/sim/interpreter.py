@@ -284,10 +284,13 @@ class Simulator(MemoryModel, ShadowChecks):
                 self.stmt(b)
 
     def _suspend(self):
-        """Yield to the other arms; on return, put back this arm's threads and loop variables (the
-        other arms bind their own; their masked writes of shared names keep this arm's lanes)."""
+        """Yield to the other arms; on return, put back this arm's threads, loop variables and
+        buffers (an arm that declares `local(...)`/`shared(...)` under a name another arm also
+        declares gets its own array back); masked writes of data and index names keep each arm's
+        lanes, so those need nothing."""
         active, loops = self.active, dict(self.loop_vars)
         bound = {name: self.env.get(name) for name in loops}
+        bound.update({name: v for name, v in self.env.items() if isinstance(v, Buf)})
         yield
         self.active = active
         self.loop_vars.clear()
@@ -581,6 +584,7 @@ class Simulator(MemoryModel, ShadowChecks):
     def _lane_reduce(self, e: A.Call) -> Data:
         """lane_max / lane_sum over aligned groups of `width` consecutive lanes; the result's tag
         drops the last component (a statistic: negative arity), and the group must share the rest."""
+        self._check_converged()
         d = self.eval(e.args[0])
         d = d if isinstance(d, Data) else self._top(np.asarray(d, np.float32))
         width = self._const(e.args[1])
@@ -621,9 +625,28 @@ class Simulator(MemoryModel, ShadowChecks):
                          source="slot_reduce")
         return Data(v.astype(np.float32), rows[:, :, 0], row_ar[:, :, 0])
 
+    def _check_converged(self) -> None:
+        """ave/lane-convergence: a warp/wave runs a lane exchange (or reduction, matrix instruction)
+        with all of its lanes or with none."""
+        if self.current is None or self.T % self.group:
+            return
+        groups = self.active.reshape(self.B, self.T // self.group, self.group)
+        partial = np.any(groups, axis=2) & ~np.all(groups, axis=2)
+        key = ("ave/lane-convergence", self.current.span.line)
+        f = self.failures.setdefault(key, Failure(key[0], key[1], 0, 0, {}))
+        f.checked += int(np.any(groups, axis=2).sum())
+        n = int(partial.sum())
+        if n and not f.failed:
+            b, grp = (int(x) for x in np.argwhere(partial)[0])
+            lanes = groups[b, grp]
+            f.first = {"block": list(self.block_ids[b]), "group": grp, "running": int(np.argmax(lanes)),
+                       "idle": int(np.argmin(lanes)), "iterations": dict(self.loop_vars)}
+        f.failed += n
+
     def _lane_exchange(self, e: A.Call) -> Data:
         """shuffle_xor / shuffle / readfirstlane: every thread gets the operand (value and shadow tag)
         of its source lane in the same warp/wave."""
+        self._check_converged()
         d = self.eval(e.args[0])
         d = d if isinstance(d, Data) else self._top(np.asarray(d, np.float32))
         t = self.linear_tid
@@ -732,6 +755,8 @@ class Simulator(MemoryModel, ShadowChecks):
 
     def _mma(self, name: str, e: A.Call, s) -> None:
         instr = self.imports[e.func_name]  # type: ignore[index]
+        self.current = s
+        self._check_converged()
         a, b, c = (self.env[x.id] for x in e.args)  # type: ignore[union-attr]
         g = instr.group_size
         if self.T % g:

@@ -102,6 +102,8 @@ def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> 
         return _replay_race(result, c)
     if finding.invariant == "ave/output-coverage":
         return _replay_coverage(result, c)
+    if finding.invariant == "ave/lane-convergence":
+        return _replay_converged(result, finding)
     if k_cov:
         return _replay_k_twice(result, c)
     operands = _mma_operands(c.lhs.chain) if finding.invariant in STORED_TAG else None
@@ -240,6 +242,17 @@ def _replay_slot_reduce(probes: list[dict], c) -> Replay:
     ok = a != b and a == c.lhs.tag[:-1] and b == c.rhs.tag[:-1]
     detail = f"thread {t}: row of slot {s1}: {a}, row of slot {s2}: {b}"
     return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"first": a, "second": b})
+
+
+def _replay_converged(result, finding: Finding) -> Replay:
+    """The simulator ran the statement with part of a warp/wave: one of its groups had lanes both
+    running and idle there."""
+    for f in result.failures:
+        if f.invariant == finding.invariant and f.line == finding.location.line and f.failed:
+            first = f.first
+            return Replay(True, f"group {first['group']} of block {first['block']}: lane {first['running']} runs the "
+                                f"statement, lane {first['idle']} does not", {"groups": f.failed})
+    return Replay(False, "the simulator ran the statement with whole warps/waves only")
 
 
 def _replay_barriers(probes: list[dict], c) -> Replay:

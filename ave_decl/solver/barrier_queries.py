@@ -52,6 +52,38 @@ class BarrierQueries:
         extras = {f"times{i}:{j}": t for i, steps in ((1, steps1), (2, steps2)) for j, (_s, t) in enumerate(steps)}
         return [Query(cons, count1 != count2, lhs, rhs, first, first, second, extras)]
 
+    def barrier_trips(self, header: int) -> list[Query]:
+        """Two threads of one block that run the loop (same outer iterations) run it equally often."""
+        first = self.enc.new_instance(header, "t1")
+        loops = {h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(header)}
+        second = self.enc.new_instance(header, "t2", share_block=first, loops=loops)
+        counts = [self._trips(header, inst) for inst in (first, second)]
+        steps = [Step("barrier", -1, header, "", inst) for inst in (first, second)]
+        lhs = Alt([counts[0]], "trips", [], [], [steps[0]])
+        rhs = Alt([counts[1]], "trips", [], [], [steps[1]])
+        return [Query(first.constraints + second.constraints, counts[0] != counts[1], lhs, rhs, first, first, second,
+                      {"times1:0": counts[0], "times2:0": counts[1]})]
+
+    def lanes_converged(self, site: int) -> list[Query]:
+        """A thread runs `site` (its guards hold): so does every lane of its warp/wave."""
+        first = self.enc.new_instance(site, "c1")
+        loops = {h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(site)}
+        second = self.enc.new_instance(site, "c2", share_block=first, loops=loops, with_guards=False)
+        g = self.view.group_size
+        same_group = self.enc.linear_thread(first) / g == self.enc.linear_thread(second) / g
+        runs = [self.enc.bool_term(c, second.env) if pol else z3.Not(self.enc.bool_term(c, second.env))
+                for c, pol in self.view.all_guards(site)]
+        lhs = Alt([self.enc.int_val(1)], "runs", [], [], [Step("barrier", -1, site, "", first)])
+        rhs = Alt([z3.If(z3.And(*runs), 1, 0)], "runs", [], [], [Step("barrier", -1, site, "", second)])
+        return [Query(first.constraints + second.constraints + [same_group], z3.Not(z3.And(*runs)), lhs, rhs,
+                      first, first, second)]
+
+    def _trips(self, header: int, inst: Instance) -> z3.ArithRef:
+        info = self.view.loops[header]
+        lo, hi = self.enc.int_term(info.lo, inst.env), self.enc.int_term(info.hi, inst.env)
+        step = self.view.kf.table.nodes[info.step].value
+        return z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
+
     def _times(self, site: int, barrier: int, inst: Instance) -> tuple[z3.ArithRef, str]:
         """How often one execution of `site` runs `barrier` (the loops and nested ifs between them)."""
         outer = set(self.view.enclosing_loops(site))
@@ -65,9 +97,7 @@ class BarrierQueries:
                 return times, (f"the trip count of the loop at line {self.view.span(h).line} depends on a loop inside "
                                f"the `if` at line {self.view.span(site).line}: its barriers are not counted in closed "
                                f"form")
-            lo, hi = self.enc.int_term(info.lo, inst.env), self.enc.int_term(info.hi, inst.env)
-            step = table.nodes[info.step].value
-            times = times * z3.If(hi > lo, (hi - lo + step - 1) / step, 0)
+            times = times * self._trips(h, inst)
         # the ifs between: around the barrier and inside `site` (so in the barrier's arm of it)
         nested = [(b, pol) for b, pol in self.view.in_branch.get(barrier, [])
                   if any(x == site for x, _ in self.view.in_branch.get(b, []))]
@@ -82,15 +112,33 @@ class BarrierQueries:
         return times, ""
 
     def sides(self, q: Query, ev, iterations) -> tuple[Side, Side]:
-        """The two paths of a counterexample: each thread's arm and the barriers it reaches."""
+        """The two paths of a counterexample: each thread's arm (or run of the loop) and the
+        barriers it reaches."""
+        loop = q.lhs.tag_name == "trips"
+        if q.lhs.tag_name == "runs":  # lane convergence: a lane that runs the statement, one that does not
+            out = []
+            for i, (alt, inst) in enumerate(((q.lhs, q.lhs_inst), (q.rhs, q.rhs_inst))):
+                thread = ev(self.enc.linear_thread(inst))
+                note = "runs it" if i == 0 else "does not run it (a condition around it is false there)"
+                out.append(Side("lane" if i == 0 else "other lane of the group", thread % self.view.group_size, None,
+                                [], "runs", [ev(alt.tag[0])],
+                                [ChainPoint("branch", Location.of(self.view.span(q.site.stmt)), "", thread,
+                                            iterations(inst, ev), note)], "path"))
+            return out[0], out[1]
         out = []
         for i, (alt, inst, arm) in enumerate(((q.lhs, q.lhs_inst, "then"), (q.rhs, q.rhs_inst, "else")), 1):
             thread = ev(self.enc.linear_thread(inst))
-            chain = [ChainPoint("branch", Location.of(self.view.span(q.site.stmt)), "", thread, iterations(inst, ev),
-                                f"takes the {arm} arm")]
-            for j, step in enumerate(alt.chain):
-                chain.append(ChainPoint("barrier", Location.of(self.view.span(step.stmt)), "", thread,
-                                        iterations(inst, ev), f"reached {ev(q.extras[f'times{i}:{j}'])} time(s)"))
-            out.append(Side(f"{arm} arm", thread % self.view.group_size, None, [], "barriers", [ev(alt.tag[0])],
+            where = Location.of(self.view.span(q.site.stmt))
+            if loop:
+                chain = [ChainPoint("branch", where, "", thread, iterations(inst, ev),
+                                    f"runs the loop {ev(alt.tag[0])} time(s)")]
+                label = "first thread" if i == 1 else "other thread"
+            else:
+                chain = [ChainPoint("branch", where, "", thread, iterations(inst, ev), f"takes the {arm} arm")]
+                for j, step in enumerate(alt.chain):
+                    chain.append(ChainPoint("barrier", Location.of(self.view.span(step.stmt)), "", thread,
+                                            iterations(inst, ev), f"reached {ev(q.extras[f'times{i}:{j}'])} time(s)"))
+                label = f"{arm} arm"
+            out.append(Side(label, thread % self.view.group_size, None, [], "barriers", [ev(alt.tag[0])],
                             chain, "path"))
         return out[0], out[1]

@@ -36,6 +36,10 @@ STRUCTURAL_REASONS = {
                   "barriers the arms pair up: races across the arms are not checked yet"),
     "cross-arm-flow": ("the value may come from a store in the other arm of a wave-specialized `if`, a flow that is "
                        "not followed yet (tag the shared buffer to check both arms modularly)"),
+    "data-divergent": ("the statement runs under a condition on data: whether every lane of the warp/wave runs it "
+                       "is not checked"),
+    "partly-written": ("no store that writes every slot of the reduced register array reaches the reduction: a slot "
+                       "no store wrote would hold anything, so the reduction is not checked"),
     "whole-array-write": ("a whole-array write (init=, a matrix instruction's result, ldmatrix) into a tagged register "
                           "array is not checked against the array's tag yet: tag the operands it comes from instead"),
 }
@@ -56,6 +60,8 @@ ACCESS_RELATIONS = {
     "stat_eq": "two row statistics combined belong to the same row",
     "reduce_uniform": "a reduction (over lanes or register slots) combines elements of one row only",
     "barrier_match": "two threads of a block that take different arms of an `if` reach as many barriers inside it",
+    "barrier_trips": "two threads of a block run a loop that holds a barrier equally often",
+    "lanes_converged": "every lane of the warp/wave of a thread that runs the statement runs it",
 }
 KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds", "mask_rel"} | set(ACCESS_RELATIONS)
 
@@ -225,6 +231,8 @@ class KernelSolver:
             "stat_eq": lambda: self.access.broadcast(site, lhs, rhs, same_length=True),
             "reduce_uniform": lambda: self.access.reduce_uniform(site, lhs, rhs),
             "barrier_match": lambda: self.barriers.barrier_match(site),
+            "barrier_trips": lambda: self.barriers.barrier_trips(site),
+            "lanes_converged": lambda: self.barriers.lanes_converged(site),
         }
         if relation in builders:
             return builders[relation]()
@@ -391,7 +399,7 @@ class KernelSolver:
         linear = ev(self.enc.linear_thread(first))
         g = self.view.group_size
         slot, instr = None, {}
-        if relation == "barrier_match":
+        if relation in ("barrier_match", "barrier_trips", "lanes_converged"):
             lhs, rhs = self.barriers.sides(q, ev, self._iterations)
         elif relation == "stored_tag":
             lhs = self._side("stored value", q.lhs, first, ev, None, None)
@@ -554,6 +562,12 @@ def _access_message(relation: str, c: Counterexample) -> str:
     who = " of another wave" if c.group_kind == "wave" else ""
     t_l = lhs.chain[0].thread if lhs.chain else None
     t_r = rhs.chain[0].thread if rhs.chain else None
+    if relation == "lanes_converged":
+        return (f"thread {t_l} runs this statement but thread {t_r} of the same {c.group_kind} does not: the "
+                f"exchange (or matrix instruction) reads lanes that did not compute their value")
+    if relation == "barrier_trips":
+        return (f"thread {t_l} runs this loop {lhs.tag[0]} time(s) and thread {t_r} of the same block {rhs.tag[0]}: "
+                f"the loop holds a barrier, so they reach different numbers of barriers (a hang)")
     if relation == "barrier_match":
         return (f"thread {t_l} takes the then arm and reaches {lhs.tag[0]} barrier(s) in it; thread {t_r} of the "
                 f"same block takes the else arm and reaches {rhs.tag[0]}: the block's threads wait at different "
