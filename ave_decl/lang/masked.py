@@ -58,8 +58,9 @@ def _find_loads(e, out: list[A.Call]) -> None:
     out.extend(_calls(e, ("load",)))
 
 
-def _substitute(e, target: A.Call, by: A.Expr):
-    """`e` with the call node `target` (by identity) replaced by `by`."""
+def substitute(e, target: A.Call, by: A.Expr):
+    """`e` with the call node `target` (by identity) replaced by `by` (unchanged subtrees are
+    kept, so other nodes keep their identity)."""
     if e is target:
         return by
     if not hasattr(e, "__dataclass_fields__") or isinstance(e, A.Lambda):
@@ -70,11 +71,11 @@ def _substitute(e, target: A.Call, by: A.Expr):
             continue
         v = getattr(e, name)
         if isinstance(v, tuple):
-            new = tuple(_substitute(x, target, by) for x in v)
+            new = tuple(substitute(x, target, by) for x in v)
             if any(a is not b for a, b in zip(new, v)):
                 changes[name] = new
         elif hasattr(v, "__dataclass_fields__"):
-            new = _substitute(v, target, by)
+            new = substitute(v, target, by)
             if new is not v:
                 changes[name] = new
     return replace(e, **changes) if changes else e
@@ -101,10 +102,10 @@ def _assignment(s: A.Assign | A.AugAssign) -> tuple[A.Stmt, ...]:
     if call is None:
         return (s,)
     ref, mask, other = _masked_parts(call)
-    then = replace(s, value=_substitute(s.value, call, ref))
+    then = replace(s, value=substitute(s.value, call, ref))
     if mask is None:  # an unmasked load(...) is a plain load
         return (then,)
-    orelse = replace(s, value=_substitute(s.value, call, other))
+    orelse = replace(s, value=substitute(s.value, call, other))
     if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.target.id not in _names(s.value):
         # a name possibly first assigned here: the default first, then the load where the mask holds,
         # so the name is one variable on both paths (not one per branch)

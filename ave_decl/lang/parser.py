@@ -10,6 +10,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from lark.indenter import PythonIndenter
 
 from . import ast as A
+from .buffer_ops import desugar_buffer_ops
 from .depth import check_nesting
 from .early_return import desugar_returns
 from .errors import FrontEndError
@@ -431,7 +432,8 @@ def parse_source(src: SourceFile) -> A.Module:
         raise
     check_nesting(module)
     module = inline_helpers(module)
-    return desugar_masked(desugar_returns(module) if build.kernel_returns else module)
+    module = desugar_returns(module) if build.kernel_returns else module
+    return desugar_masked(desugar_buffer_ops(module))
 
 
 def _guess_line(src: SourceFile, exc: Exception) -> int:

@@ -41,7 +41,7 @@ BUILTINS = {
     "assume", "tag", "assert_tag_eq", "assert_tag", "assert_mask", "reset_tags", "syncthreads", "thread_id", "block_id",
     "lane_id", "wave_id", "warp_id", "shared", "local", "row_major", "col_major", "layout", "swizzle", "range",
     "min", "max", "async_copy", "async_wait", "async_commit", "lane_max", "lane_sum", *ELEMENTWISE, *SCHEDULING_HINTS,
-    *LANE_EXCHANGE, *SLOT_REDUCTIONS,
+    *LANE_EXCHANGE, *SLOT_REDUCTIONS, "make_rsrc", "raw_buffer_load", "raw_buffer_store",
 }
 
 

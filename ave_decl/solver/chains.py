@@ -94,6 +94,8 @@ class Expander:
         self.has_root = {v for _k, v in derived.get("value_has_root", [])}
         self.roots = {a for _k, a in derived.get("root", [])}  # rules/provenance.dl decides what a root is
         self.cross_arm = {a for _k, a in derived.get("uncertain_load", [])}
+        # statements under a condition on data: no guard says when they run, so they kill nothing
+        self.data_guarded = {s for _k, s in view.kf.relation("data_guard")}
         self.full = {v for _k, v in derived.get("full_flow", [])}
         self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
         self.lane_source = {v: e for _k, v, e in view.kf.relation("lane_source")}
@@ -277,6 +279,13 @@ class Expander:
         out: list[z3.BoolRef] = []
         for other in self.view.accesses.values():
             if other.buffer != store.buffer or other.kind not in ("store", "write_all"):
+                continue
+            if (not self.view.enclosing_loops(other.stmt) and store.stmt < other.stmt < load.stmt
+                    and other.stmt not in self.data_guarded):
+                # straight-line code: `other` runs once, after the writer and before the reader (a
+                # guarded store there, such as a masked load's, overwrote the value where its guard holds)
+                inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer)
+                out.append(z3.Not(z3.And(*inst.constraints, *self.same_element(other, inst, load, reader))))
                 continue
             for h in self.view.enclosing_loops(other.stmt):
                 step = self.enc.nodes[self.view.loops[h].step].value

@@ -126,6 +126,19 @@ def wrong_shuffle_mask(text: str) -> list[Mutant]:
     return _sub_each(text, "wrong_shuffle_mask", r"(shuffle_xor\([^,]+,\s*)(\d+)", edit, "wrong shuffle_xor mask")
 
 
+def wrong_buffer_offset(text: str) -> list[Mutant]:
+    """A buffer load or store one 4-byte word off (`raw_buffer_load(r, off)` -> `off + 4`): the
+    wrong element, or a read past the range that silently returns 0."""
+    def edit(m, line):
+        close = _close(line, m.end())
+        args = _split_top(line[m.end():close])
+        if len(args) < 2:
+            return None
+        start = line.index(args[1], m.end() + len(args[0]))
+        return line[:start] + f"{args[1]} + 4" + line[start + len(args[1]):]
+    return _sub_each(text, "wrong_buffer_offset", r"raw_buffer_(?:load|store)\(", edit, "buffer offset off by a word")
+
+
 def drop_async_wait(text: str) -> list[Mutant]:
     return _drop(text, "drop_async_wait", r"async_wait\(\)", "async_wait() removed")
 
@@ -342,6 +355,7 @@ OPERATORS: dict[str, Callable[[str], list[Mutant]]] = {
     "drop_barrier": drop_barrier,
     "barrier_one_arm": barrier_one_arm,
     "wrong_shuffle_mask": wrong_shuffle_mask,
+    "wrong_buffer_offset": wrong_buffer_offset,
     "drop_async_wait": drop_async_wait,
     "swizzle_write_only": swizzle_write_only,
     "wrong_k_offset": wrong_k_offset,
