@@ -72,3 +72,34 @@ def test_bad_buffer_ops_are_located_errors(body, words, tmp_path, ave):
     path.write_text(f"@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n{body}")
     r = ave("check", path)
     assert r.code == 3 and words in r.out and r.out.startswith(f"{path}:"), r.out
+
+
+LDS = EXAMPLES / "buffers" / "lds_pipeline.ave"
+
+
+def test_direct_to_lds_loads_pipeline_with_counted_waits(ave):
+    assert ave("check", LDS).code == 0
+    r = ave("simulate", LDS)
+    assert r.code == 0 and "the output matches the reference" in r.out, r.out
+    assert ave("run", LDS).code == 0
+
+
+def test_a_vmcnt_that_leaves_the_stage_in_flight_is_a_replayed_violation():
+    text = LDS.read_text().replace("s_waitcnt(vmcnt=1)", "s_waitcnt(vmcnt=2)")
+    (k,) = ave_decl.check(text, path="wait.ave", confirm=True).kernels
+    bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.invariant == "ave/async-copy-wait"]
+    assert bad and all(f.replay["confirmed"] for f in bad)
+
+
+@pytest.mark.parametrize("decl, call, words", [
+    ("    S = shared(f32, (64,), layout=swizzle(1, 0, 1))\n", "    buffer_load_lds(S, 0, a, 0)\n", "without a layout"),
+    ("    S = shared(bf16, (64,))\n", "    buffer_load_lds(S, 0, a, 0)\n", "between elements of one size"),
+    ("    S = shared(f32, (64,))\n", "    s_waitcnt(1)\n", "s_waitcnt takes keywords"),
+    ("    S = shared(f32, (64,))\n", "    buffer_load_lds(S, 0, a)\n", "buffer_load_lds(lds, m0, rsrc, voffset"),
+])
+def test_bad_lds_loads_are_located_errors(decl, call, words, tmp_path, ave):
+    path = tmp_path / "k.ave"
+    path.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n"
+                    f"    a = make_rsrc(A, 256)\n{decl}{call}")
+    r = ave("check", path)
+    assert r.code == 3 and words in r.out and r.out.startswith(f"{path}:"), r.out

@@ -24,7 +24,8 @@ from .depth import walk
 from .errors import FrontEndError
 from .masked import substitute
 
-NAMES = ("make_rsrc", "raw_buffer_load", "raw_buffer_store")
+NAMES = ("make_rsrc", "raw_buffer_load", "raw_buffer_store", "buffer_load_lds", "s_waitcnt")
+LDS_DWORD = 4  # bytes a lane of a direct-to-LDS buffer load moves
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,37 @@ def _offset(call: A.Call, first: int) -> A.Expr:
     return A.BinOp("+", off, soff, call.span) if soff is not None else off
 
 
+@dataclass(frozen=True)
+class _Shifted:
+    """A call seen from its argument `first` on (the resource of buffer_load_lds is its third)."""
+
+    call: A.Call
+    first: int
+
+    @property
+    def args(self) -> tuple:
+        return self.call.args[self.first:]
+
+    @property
+    def func_name(self) -> str | None:
+        return self.call.func_name
+
+    @property
+    def span(self):
+        return self.call.span
+
+
 class _Rewriter:
     def __init__(self, kernel: A.Kernel):
         self.tensors = _tensors(kernel)
+        # shared buffers declared in the kernel (row-major: LDS byte addresses are their offsets):
+        # name -> (element type, dimensions)
+        self.shared = {s.target.id: (s.value.args[0].id, tuple(s.value.args[1].elts))
+                       for st in kernel.body for s in walk(st, into_lambdas=False)
+                       if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and isinstance(s.value, A.Call)
+                       and s.value.func_name == "shared" and len(s.value.args) >= 2
+                       and isinstance(s.value.args[0], A.Name) and isinstance(s.value.args[1], A.Tuple)
+                       and s.value.kwarg("layout") is None}
         self.taken = {n.id for s in kernel.body for n in walk(s) if isinstance(n, A.Name)}
 
     def block(self, body: tuple[A.Stmt, ...], resources: dict[str, _Resource]) -> tuple[A.Stmt, ...]:
@@ -95,9 +124,59 @@ class _Rewriter:
                 out.append(replace(s, body=self.block(s.body, resources), orelse=self.block(s.orelse, resources)))
             elif isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.func_name == "raw_buffer_store":
                 out.append(self.store(s, s.expr, resources))
+            elif isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.func_name == "buffer_load_lds":
+                out.extend(self.load_lds(s.expr, resources))
+            elif isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.func_name == "s_waitcnt":
+                out.append(self.waitcnt(s, s.expr))
             else:
                 out.append(self.loads(s, resources))
         return tuple(out)
+
+    def load_lds(self, call: A.Call, resources: dict[str, _Resource]) -> list[A.Stmt]:
+        """`buffer_load_lds(S, m0, rsrc, voffset[, soffset])`: each lane copies one dword of the
+        buffer, asynchronously, to shared buffer S at byte address m0 + lane * 4 (one copy per
+        element of S the dword holds); out of range it writes 0. Each such load is its own copy
+        group, as each is one vector-memory operation for `s_waitcnt(vmcnt=n)`."""
+        if not 4 <= len(call.args) <= 5 or call.kwargs:
+            raise FrontEndError("buffer_load_lds(lds, m0, rsrc, voffset[, soffset]) expected", call.span)
+        lds, m0 = call.args[0], call.args[1]
+        if not isinstance(lds, A.Name) or lds.id not in self.shared:
+            raise FrontEndError("the first argument of buffer_load_lds must be a shared buffer declared without a "
+                                "layout (the load writes LDS byte addresses: row-major offsets)", lds.span)
+        res = self._resource(_Shifted(call, 2), resources)
+        lds_dtype, lds_dims = self.shared[lds.id]
+        if DTYPE_BYTES[lds_dtype] != DTYPE_BYTES[res.dtype] or LDS_DWORD % DTYPE_BYTES[res.dtype]:
+            raise FrontEndError(f"buffer_load_lds copies dwords between elements of one size: {res.tensor} holds "
+                                f"{res.dtype}, {lds.id} holds {lds_dtype}", call.span)
+        sp = call.span
+        offset = A.BinOp("+", call.args[3], call.args[4], sp) if len(call.args) == 5 else call.args[3]
+        lane = A.Call(A.Name("lane_id", sp), (), (), sp)
+        address = A.BinOp("+", m0, A.BinOp("*", lane, A.Int(LDS_DWORD, sp), sp), sp)
+        dst_res = _Resource(lds.id, lds_dtype, lds_dims, res.num_bytes)
+        in_range = A.BoolOp("and", (A.BinOp(">=", offset, A.Int(0, sp), sp),
+                                    A.BinOp("<=", A.BinOp("+", offset, A.Int(LDS_DWORD, sp), sp),
+                                            A.Name(res.num_bytes, sp), sp)), sp)
+        copies, zeros = [], []
+        esize = DTYPE_BYTES[res.dtype]
+        for j in range(LDS_DWORD // esize):
+            src, _ = _element(res, A.BinOp("+", offset, A.Int(j * esize, sp), sp), sp)
+            dst, _ = _element(dst_res, A.BinOp("+", address, A.Int(j * esize, sp), sp), sp)
+            copies.append(A.ExprStmt(A.Call(A.Name("async_copy", sp), (dst, src), (), sp), sp))
+            zeros.append(A.Assign(dst, A.Float(0.0, sp), sp))
+        commit = A.ExprStmt(A.Call(A.Name("async_commit", sp), (), (), sp), sp)
+        return [A.If(in_range, tuple(copies), tuple(zeros), sp), commit]
+
+    def waitcnt(self, s: A.ExprStmt, call: A.Call) -> A.Stmt:
+        """`s_waitcnt(vmcnt=n)`: at most n vector-memory operations of this lane outstanding, i.e.
+        every direct-to-LDS load but the n most recent landed (`async_wait(n)`). Register loads are
+        complete at once in Ave, so not counting them only makes the wait weaker: sound.
+        `lgkmcnt=` (LDS, scalar memory) waits for nothing Ave models as pending."""
+        if call.args or any(kw.name not in ("vmcnt", "lgkmcnt", "expcnt") for kw in call.kwargs):
+            raise FrontEndError("s_waitcnt takes keywords: vmcnt=, lgkmcnt=, expcnt=", call.span)
+        vm = call.kwarg("vmcnt")
+        if vm is None:
+            return A.Pass(s.span)
+        return A.ExprStmt(A.Call(A.Name("async_wait", call.span), (vm,), (), call.span), s.span)
 
     def make(self, s: A.Assign, resources: dict[str, _Resource]) -> A.Stmt:
         call = s.value
@@ -118,7 +197,7 @@ class _Rewriter:
         resources[s.target.id] = _Resource(tensor.id, dtype, dims, name)
         return A.Assign(A.Name(name, s.target.span), call.args[1], s.span)
 
-    def _resource(self, call: A.Call, resources: dict[str, _Resource]) -> _Resource:
+    def _resource(self, call, resources: dict[str, _Resource]) -> _Resource:
         r = call.args[0] if call.args else None
         if not isinstance(r, A.Name) or r.id not in resources:
             raise FrontEndError(f"the first argument of {call.func_name} must be a buffer resource made by "
