@@ -628,8 +628,8 @@ class Simulator(MemoryModel, ShadowChecks):
     def _check_converged(self) -> None:
         """ave/lane-convergence: a warp/wave runs a lane exchange (or reduction, matrix instruction)
         with all of its lanes or with none."""
-        if self.current is None or self.T % self.group:
-            return
+        if self.current is None or self.T % self.group or bool(np.all(self.active)):
+            return  # every thread runs it (no `if` around it holds back a lane): nothing to check
         groups = self.active.reshape(self.B, self.T // self.group, self.group)
         partial = np.any(groups, axis=2) & ~np.all(groups, axis=2)
         key = ("ave/lane-convergence", self.current.span.line)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import z3
 
 from ..facts.view import KernelView
+from ..hw.dtypes import DTYPE_BYTES
 from ..hw.instructions import INSTRUCTIONS
 from .chains import Alt, Expander, Step, eval_map
 from .coverage import GuardedCoverage
 from .query import Query
 from .smt import Encoder, Instance
 
-DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "fp8": 1, "bf8": 1, "i8": 1, "i32": 4, "u32": 4, "i64": 8}
 BANKS, BANK_BYTES, PHASE_LANES = 32, 4, 32
 ASYNC_CROSSINGS = 4  # rules/invariants/async_copy.dl counts back-edge crossings up to this
 

@@ -462,8 +462,9 @@ class KernelSolver:
         (evaluated concretely: swizzle bits are solver variables tied to one lane's address)."""
         import numpy as np
 
+        from ..hw.dtypes import DTYPE_BYTES
         from ..hw.expr import evaluate, symbols
-        from .access_queries import BANK_BYTES, BANKS, DTYPE_BYTES, PHASE_LANES
+        from .access_queries import BANK_BYTES, BANKS, PHASE_LANES
 
         inst = q.lhs_inst
         acc = self.view.accesses[q.lhs.chain[0].access]
