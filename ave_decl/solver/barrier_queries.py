@@ -18,6 +18,22 @@ from .chains import Alt, Step
 from .query import Query
 from .smt import Encoder, Instance
 
+# relations whose counterexample is two paths (`path` sides): arms, runs of a loop, lanes that run
+PATH_RELATIONS = ("barrier_match", "barrier_trips", "lanes_converged")
+
+
+def path_message(relation: str, c, first_thread: int | None, other_thread: int | None) -> str:
+    lhs, rhs = c.lhs, c.rhs
+    if relation == "lanes_converged":
+        return (f"thread {first_thread} runs this statement but thread {other_thread} of the same {c.group_kind} "
+                f"does not: the exchange (or matrix instruction) reads lanes that did not compute their value")
+    if relation == "barrier_trips":
+        return (f"thread {first_thread} runs this loop {lhs.tag[0]} time(s) and thread {other_thread} of the same "
+                f"block {rhs.tag[0]}: the loop holds a barrier, so they reach different numbers of barriers (a hang)")
+    return (f"thread {first_thread} takes the then arm and reaches {lhs.tag[0]} barrier(s) in it; thread "
+            f"{other_thread} of the same block takes the else arm and reaches {rhs.tag[0]}: the block's threads "
+            f"wait at different barriers (a hang, or barriers of different program points paired)")
+
 
 class BarrierQueries:
     def __init__(self, view: KernelView, enc: Encoder):

@@ -15,7 +15,7 @@ from ..hw.instructions import INSTRUCTIONS
 from ..lang.errors import RuleError
 from ..report.model import ChainPoint, Counterexample, Finding, Location, Side, Verdict
 from .access_queries import BANKS, AccessQueries
-from .barrier_queries import BarrierQueries
+from .barrier_queries import PATH_RELATIONS, BarrierQueries, path_message
 from .budgets import SMALL_MODEL_RLIMIT
 from .chains import Alt, Expander, Step, eval_map
 from .hints import bounds_hint, fix_hint
@@ -399,7 +399,7 @@ class KernelSolver:
         linear = ev(self.enc.linear_thread(first))
         g = self.view.group_size
         slot, instr = None, {}
-        if relation in ("barrier_match", "barrier_trips", "lanes_converged"):
+        if relation in PATH_RELATIONS:
             lhs, rhs = self.barriers.sides(q, ev, self._iterations)
         elif relation == "stored_tag":
             lhs = self._side("stored value", q.lhs, first, ev, None, None)
@@ -563,16 +563,8 @@ def _access_message(relation: str, c: Counterexample) -> str:
     who = " of another wave" if c.group_kind == "wave" else ""
     t_l = lhs.chain[0].thread if lhs.chain else None
     t_r = rhs.chain[0].thread if rhs.chain else None
-    if relation == "lanes_converged":
-        return (f"thread {t_l} runs this statement but thread {t_r} of the same {c.group_kind} does not: the "
-                f"exchange (or matrix instruction) reads lanes that did not compute their value")
-    if relation == "barrier_trips":
-        return (f"thread {t_l} runs this loop {lhs.tag[0]} time(s) and thread {t_r} of the same block {rhs.tag[0]}: "
-                f"the loop holds a barrier, so they reach different numbers of barriers (a hang)")
-    if relation == "barrier_match":
-        return (f"thread {t_l} takes the then arm and reaches {lhs.tag[0]} barrier(s) in it; thread {t_r} of the "
-                f"same block takes the else arm and reaches {rhs.tag[0]}: the block's threads wait at different "
-                f"barriers (a hang, or barriers of different program points paired)")
+    if relation in PATH_RELATIONS:
+        return path_message(relation, c, t_l, t_r)
     if relation == "stored_tag":
         return (f"stores a value tagged {lhs.tag_name}{tuple(lhs.tag)} at {rhs.tag_name} coordinates "
                 f"{tuple(rhs.coordinates)}, whose tag is {tuple(rhs.tag)}" if lhs.tag else
