@@ -24,6 +24,9 @@ demo: $(STAMP)
 	@echo "== the same counterexample as JSON (excerpt of ave check --json) =="
 	@$(BIN)/ave check --json examples/gemm_lds_mfma_transposed.ave | $(BIN)/python -c "$$DEMO_JSON" || true
 	@echo
+	@echo "== ave check examples/helpers/gemm_helpers_b_offset.ave (a wrong argument at one call of a @device helper) =="
+	@$(BIN)/ave check --no-violation-sets examples/helpers/gemm_helpers_b_offset.ave | grep -E "^(VIOLATION|error|  -->)" || true
+	@echo
 	@echo "== ave emit examples/gemm_mma_ldmatrix.ave --target nvptx (PTX lines with tensor-core work) =="
 	@$(BIN)/ave emit examples/gemm_mma_ldmatrix.ave --target nvptx -o $(VENV)/gemm_mma_ldmatrix.ptx
 	@grep -E "^\.target|ldmatrix\.sync|mma\.sync" $(VENV)/gemm_mma_ldmatrix.ptx
