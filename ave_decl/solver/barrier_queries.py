@@ -80,6 +80,66 @@ class BarrierQueries:
         return [Query(first.constraints + second.constraints, counts[0] != counts[1], lhs, rhs, first, first, second,
                       {"times1:0": counts[0], "times2:0": counts[1]})]
 
+    def barriers_before(self, branch: int, arm: int, stmt: int, inst: Instance) -> tuple[z3.ArithRef, str]:
+        """How many barriers of `branch`'s arm the thread of `inst` passed inside the `if` before it
+        runs `stmt` (a closed form; a reason instead when a loop bound or a condition depends on a
+        loop inside the `if`)."""
+        total: z3.ArithRef = self.enc.int_val(0)
+        outer = set(self.view.enclosing_loops(branch))
+        table = self.view.kf.table
+        for b in self.barriers_in(branch, arm):
+            lb = [h for h in self.view.enclosing_loops(b) if h not in outer]
+            lx = [h for h in self.view.enclosing_loops(stmt) if h not in outer]
+            common = []
+            for h1, h2 in zip(lb, lx):
+                if h1 != h2:
+                    break
+                common.append(h1)
+            anchor = common[-1] if common else branch  # per iteration of the innermost common loop
+            per, why = self._times(anchor, b, inst)
+            if why:
+                return total, why
+            before = per if b < stmt else self.enc.int_val(0)  # in this iteration, before `stmt`
+            done: z3.ArithRef = self.enc.int_val(0)  # iterations of `anchor` completed before this one
+            for j, h in enumerate(common):
+                info = self.view.loops[h]
+                inner = {f"loop:{g}" for g in common}
+                for g in common[j + 1:]:
+                    if inner & (symbols(table, self.view.loops[g].lo) | symbols(table, self.view.loops[g].hi)):
+                        return total, (f"the trip count of the loop at line {self.view.span(g).line} depends on an "
+                                       f"enclosing loop inside the `if`")
+                lo = self.enc.int_term(info.lo, inst.env)
+                k = (inst.env[f"loop:{h}"] - lo) / table.nodes[info.step].value
+                done = done * (self._trips(h, inst) if j else 1) + k
+            total = total + done * per + before
+        return total, ""
+
+    def arm_race(self, la: int, sa: int, shared: "object") -> list[Query]:
+        """A load and a store of the other arm of an `if`, by threads of other waves (threads) of the
+        block at the same execution of the `if`, touch one element in the same barrier interval."""
+        load, store = self.view.accesses[la], self.view.accesses[sa]
+        branch, arm_l, arm_s = self._split(load.stmt, store.stmt)
+        reader = self.enc.new_instance(load.stmt, "r")
+        loops = {h: reader.env[f"loop:{h}"] for h in self.view.enclosing_loops(branch)}
+        writer = self.enc.new_instance(store.stmt, "w", share_block=reader, loops=loops)
+        bl, why_l = self.barriers_before(branch, arm_l, load.stmt, reader)
+        bs, why_s = self.barriers_before(branch, arm_s, store.stmt, writer)
+        cons = reader.constraints + writer.constraints
+        lhs, rhs = shared._access_alt(la, reader, "load"), shared._access_alt(sa, writer, "store")
+        if why_l or why_s:
+            return [Query(cons, self.enc.bool_val(True), lhs, rhs, reader, reader, writer, unknown=why_l or why_s)]
+        cons = cons + shared.expander.same_element(store, writer, load, reader) + [bl == bs]
+        return [Query(cons, shared.different_group(reader, writer), lhs, rhs, reader, reader, writer,
+                      {"interval": bl})]
+
+    def _split(self, a: int, b: int) -> tuple[int, int, int]:
+        """The `if` at which statements a and b take different arms, and their arms."""
+        arms_b = dict(self.view.in_branch.get(b, []))
+        for br, pol in self.view.in_branch.get(a, []):
+            if br in arms_b and arms_b[br] != pol:
+                return br, pol, arms_b[br]
+        raise ValueError("the two statements are not in different arms of one if")
+
     def lanes_converged(self, site: int) -> list[Query]:
         """A thread runs `site` (its guards hold): so does every lane of its warp/wave."""
         first = self.enc.new_instance(site, "c1")

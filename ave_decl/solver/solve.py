@@ -32,8 +32,8 @@ STRUCTURAL_REASONS = {
     "no-tags": "neither operand carries tags, so the pairing cannot be checked: tag the source tensors",
     "stored-untagged": "the stored value has no tagged source (Top), so it cannot be the element the buffer's tag names",
     "stored-mixed": "the stored value combines several tagged values, so it has no single tag (Top)",
-    "cross-arm": ("a store in one arm of this wave-specialized `if` and a load in the other are ordered only by the "
-                  "barriers the arms pair up: races across the arms are not checked yet"),
+    "cross-arm": ("an asynchronous copy in one arm of this wave-specialized `if` and a load in the other: races of "
+                  "copies across the arms are not checked yet"),
     "cross-arm-flow": ("the value may come from a store in the other arm of a wave-specialized `if`, a flow that is "
                        "not followed yet (tag the shared buffer to check both arms modularly)"),
     "data-divergent": ("the statement runs under a condition on data: whether every lane of the warp/wave runs it "
@@ -62,6 +62,7 @@ ACCESS_RELATIONS = {
     "barrier_match": "two threads of a block that take different arms of an `if` reach as many barriers inside it",
     "barrier_trips": "two threads of a block run a loop that holds a barrier equally often",
     "lanes_converged": "every lane of the warp/wave of a thread that runs the statement runs it",
+    "arm_race": "a store in one arm of an `if` and a load in the other fall in different barrier intervals",
 }
 KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds", "mask_rel"} | set(ACCESS_RELATIONS)
 
@@ -233,6 +234,7 @@ class KernelSolver:
             "barrier_match": lambda: self.barriers.barrier_match(site),
             "barrier_trips": lambda: self.barriers.barrier_trips(site),
             "lanes_converged": lambda: self.barriers.lanes_converged(site),
+            "arm_race": lambda: self.barriers.arm_race(lhs, rhs, self.access),
         }
         if relation in builders:
             return builders[relation]()
@@ -436,12 +438,15 @@ class KernelSolver:
             rhs = Side(f"elements of {buf}", None, None, [ev(q.rhs.coords[0])], "", [], [], "index")
         else:
             names = {"write_once": ("first store", "second store"), "raw_race": ("load", "earlier store"),
+                     "arm_race": ("load", "store in the other arm"),
                      "war_race": ("load", "later store"), "async_exposed": ("load", "async copy"),
                      "bank_conflicts": ("access", "same access, other lane")}[relation]
             lhs, rhs = (self._access_side(n, alt, inst, ev) for n, alt, inst in
                         ((names[0], q.lhs, first), (names[1], q.rhs, second)))
             if relation == "async_exposed":
                 instr = {"waited": ev(q.extras["state"])}
+            if relation == "arm_race":
+                instr = {"interval": ev(q.extras["interval"])}
             if relation == "bank_conflicts":
                 instr = self._bank_degree(q, ev)
         thread = [ev(first.env[f"tid:{d}"]) for d in range(len(dims))]
@@ -584,6 +589,10 @@ def _access_message(relation: str, c: Counterexample) -> str:
                 f"that dimension (sizes {c.sizes})")
     if relation == "write_count":
         return f"{lhs.coordinates[0]} store instances for {rhs.coordinates[0]} elements (sizes {c.sizes})"
+    if relation == "arm_race":
+        return (f"thread {t_l} loads {lhs.tag_name}{at} while thread {t_r}{who} stores it in the other arm of the "
+                f"`if`, after as many barriers of its arm ({c.instruction.get('interval')}): the same barrier "
+                f"interval, so nothing orders them")
     if relation == "raw_race":
         return (f"thread {t_l} loads {lhs.tag_name}{at}, stored by thread {t_r}{who}, with no "
                 f"syncthreads() in between on some path")
