@@ -41,12 +41,14 @@ SIZES = {"M": 128, "N": 64, "K": 192}  # the GEMMs
 WORKLOAD_SIZES = {"flash_attention_gqa": {"H": 8, "HKV": 2, "S": 64},
                   "fused_moe": {"T": 64, "E": 3, "EM": 128, "EB": 4, "N": 64},
                   # tails in M and N (one block, two K tiles), so masks matter
-                  "gemm_tail": {"M": 40, "N": 50, "K": 128}}
+                  "gemm_tail": {"M": 40, "N": 50, "K": 128},
+                  # a tail block past the buffer range; two pipelined blocks
+                  "buffer_copy": {"M": 100}, "lds_pipeline": {"N": 512}}
 FAST = ("gemm_lds_mfma.ave", ("transpose_shared_read", "drop_barrier", "wrong_accumulator_output"))
 
 
 def workloads(fast: bool, only: list[str] | None = None) -> list[Path]:
-    patterns = ("*.ave", "tails/*.ave", "pipelines/*.ave", "lanes/*.ave", "helpers/*.ave")
+    patterns = ("*.ave", "tails/*.ave", "pipelines/*.ave", "lanes/*.ave", "helpers/*.ave", "buffers/*.ave")
     found = (p for pattern in patterns for p in (ROOT / "examples").glob(pattern))
     files = sorted(p for p in found if "Expected: VERIFIED" in p.read_text())
     if only:
