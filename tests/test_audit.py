@@ -182,3 +182,15 @@ def test_baseline_and_fingerprints_survive_moved_lines(tmp_path, ave):
     states = {f["baseline_state"] for f in json.loads((tmp_path / "c.json").read_text())["kernels"][0]["findings"]
               if f["verdict"] == "VIOLATION" and f["severity"] == "error"}
     assert "new" in states and r.code == 1
+
+
+def test_sarif_of_a_finding_inside_a_helper_names_the_call(tmp_path, ave, sarif_schema):
+    out = tmp_path / "h.sarif"
+    r = ave("audit", EXAMPLES / "helpers" / "gemm_helpers_b_offset.ave", "--sarif", out, "--no-cache", "-j", "1")
+    assert r.code == 1, r.out
+    sarif = json.loads(out.read_text())
+    jsonschema.Draft4Validator(sarif_schema).validate(sarif)
+    (tag,) = [x for x in sarif["runs"][0]["results"] if x["ruleId"] == "ave/tag-assert"]
+    (call,) = tag["relatedLocations"]
+    assert call["message"]["text"] == "call of helper 'mma_step'"
+    assert call["physicalLocation"]["region"]["startLine"] == 51
