@@ -347,12 +347,12 @@ _SIM_LABEL = {"ok": "OK", "output-mismatch": "MISMATCH", "shadow-failed": "SHADO
 def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | None, no_shadow: bool,
              as_json: bool, max_memory: str | None = None) -> None:
     """Run kernels concretely on random inputs; compare with their reference and check every tag assertion."""
+    from .facts.lower import lower_module
     from .lang.errors import FrontEndError
     from .lang.parser import parse_source
     from .lang.reference import check_references
     from .lang.source import Span
     from .pipeline import read_sources
-    from .facts.lower import lower_module
     from .sim.run import simulate_source
     from .solver.sizes import complete_sizes
 

@@ -86,8 +86,8 @@ def test_core_rules_on_examples():
 
 @needs_souffle
 def test_check_identical_on_both_engines():
-    paths = sorted(EXAMPLES.glob("*.ave")) + sorted(p for d in ("helpers", "specialized", "lanes")
-                                                    for p in (EXAMPLES / d).glob("*.ave"))
+    folders = ("helpers", "specialized", "lanes", "buffers", "subviews")
+    paths = sorted(EXAMPLES.glob("*.ave")) + sorted(p for d in folders for p in (EXAMPLES / d).glob("*.ave"))
     a = ave_decl.check(paths, engine="embedded").to_json()
     b = ave_decl.check(paths, engine="souffle").to_json()
     for r in (a, b):

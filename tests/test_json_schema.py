@@ -19,6 +19,7 @@ def test_reports_validate(tmp_path, ave):
     cases = [sorted(EXAMPLES.glob("*.ave")), [bad], [DATA / "hard_nonlinear.ave", "--timeout", "0.2"],
              # helpers (called_from), wave specialization (branch/barrier chain points, path sides)
              ["--confirm", *sorted(EXAMPLES.glob("helpers/*.ave")), *sorted(EXAMPLES.glob("specialized/*.ave")),
+              *sorted(EXAMPLES.glob("buffers/*.ave")), *sorted(EXAMPLES.glob("subviews/*.ave")),
               DATA / "specialized" / "one_arm_barrier.ave"]]
     for args in cases:
         data = ave("check", "--json", *args).json()

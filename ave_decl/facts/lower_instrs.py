@@ -6,7 +6,7 @@ from math import prod
 from ..hw.dtypes import DTYPE_BYTES, DTYPES
 from ..hw.expr import CONST_BOUND, substitute
 from ..hw.instructions import LoadMatrix
-from ..hw.layout import buffer_layout, row_major
+from ..hw.layout import Based, buffer_layout, row_major
 from ..hw.targets import TARGETS
 from ..lang import ast as A
 from .values import Buffer, BVal, DVal, IVal, LayoutVal, const_size, describe
@@ -97,6 +97,39 @@ class InstructionLowering:
                 raise self.err("init= needs a number", init)
             aid = self._access(buf, "write_all", (), self.t.sym("slot"))
             self.facts.add("store_value", aid, v.vid)
+
+    def _subview(self, name: str, e: A.Call, s: A.Stmt) -> None:
+        """`V = subview(S, offset, shape)`: a buffer of its own (shape, bounds, tag) whose elements
+        are S's storage from element `offset` on, row-major. Accesses through it carry storage
+        addresses, so the races and the provenance of every alias of S meet (`alias` facts)."""
+        if len(e.args) != 3 or e.kwargs:
+            raise self.err("subview(buffer, offset, shape) takes a shared buffer, an element offset and a shape", e)
+        storage = self.lookup(e.args[0]) if isinstance(e.args[0], A.Name) else None
+        if not isinstance(storage, Buffer) or storage.space != "shared" or storage.storage is not None:
+            raise self.err("subview() views a shared buffer declared with shared(...)", e.args[0])
+        if storage.const_shape is None or storage.layout != row_major(*storage.const_shape):
+            raise self.err("subview() views a shared buffer without a layout (its storage offsets are row-major)",
+                           e.args[0])
+        if storage.tagged:
+            raise self.err(f"'{storage.name}' is tagged: tag its subviews instead of the storage they share", e.args[0])
+        offset = self.const_int(e.args[1], "subview offset")
+        shape_e = e.args[2]
+        dims = shape_e.elts if isinstance(shape_e, A.Tuple) else (shape_e,)
+        shape = tuple(self.const_int(d, "subview extent") for d in dims)
+        if any(d <= 0 for d in shape):
+            raise self.err("subview extents must be positive", shape_e)
+        if offset < 0 or offset + prod(shape) > prod(storage.const_shape):
+            raise self.err(f"the subview spans elements {offset} to {offset + prod(shape) - 1} of '{storage.name}', "
+                           f"which holds {prod(storage.const_shape)}", e)
+        buf = Buffer(name, name, "shared", storage.dtype, tuple(self.t.const(d) for d in shape), shape,
+                     Based(row_major(*shape), offset), s.span, storage=storage.id)
+        self._node("alloc", s.span)
+        self._declare(buf)
+        self.facts.add("alias", buf.id, storage.id, offset)
+        storage.has_views = True
+        if name in self.env:
+            raise self.err(f"'{name}' is already defined", e)
+        self.bind(name, buf, e)
 
     def _charge_shared(self, nbytes: int, e: A.Call) -> None:
         """Add a shared buffer (all its stages) to the block's shared memory; past the declared

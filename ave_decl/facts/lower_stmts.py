@@ -311,6 +311,8 @@ class StatementLowering:
                            f"{buf.rank}", lam)
         if buf.tagged:
             raise self.err(f"'{buf.name}' already has a tag binding (one binding per tensor)", e)
+        if buf.has_views:
+            raise self.err(f"'{buf.name}' has subviews: tag the subviews instead of the storage they share", e)
         free = free_names(lam.body, set(lam.params))
         for cap in e.args[3:]:
             if not isinstance(cap, A.Name):
@@ -457,6 +459,8 @@ class StatementLowering:
             fname = value.func.id
             if fname in ("shared", "local") and fname not in self.env:
                 return self._alloc(name, value, s)
+            if fname == "subview" and fname not in self.env:
+                return self._subview(name, value, s)
             f = self.env.get(fname)
             if f is None and fname in self.imports and isinstance(self.imports[fname], LoadMatrix):
                 return self._ldmatrix(name, value, s)

@@ -45,6 +45,8 @@ class Buffer:
     # a register array's tag may use the variables of loops around it: every store must then lie
     # inside those loops (the loop headers), so the claim is checked in the store's own iteration
     tag_loops: frozenset[int] = frozenset()
+    storage: str | None = None  # a subview: the id of the shared buffer whose storage it shares
+    has_views: bool = False  # a shared buffer some subview shares
     index_values: tuple[int, int, bool] | None = None  # an index tensor: (lo, hi, injective) of its values
 
     @property

@@ -56,6 +56,7 @@ class KernelView:
     branch_cond: dict[int, int] = field(default_factory=dict)  # `if` stmt -> its condition (-1: on data)
     in_branch: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # stmt -> enclosing (if, arm)
     barriers: list[int] = field(default_factory=list)
+    aliases: dict[str, tuple[str, int]] = field(default_factory=dict)  # subview -> (storage, base)
 
     @staticmethod
     def of(kf: KernelFacts) -> "KernelView":
@@ -109,6 +110,7 @@ class KernelView:
         for _, s, b, pol in kf.relation("in_branch"):
             v.in_branch.setdefault(s, []).append((b, pol))
         v.barriers = [s for _, s in kf.relation("barrier")]
+        v.aliases = {b: (s, base) for _, b, s, base in kf.relation("alias")}
         for _, b, lo, hi, inj in kf.relation("index_values"):
             v.index_values[b] = (lo, hi, bool(inj))
         return v

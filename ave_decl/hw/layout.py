@@ -320,7 +320,36 @@ class Composed:
         return self.outer.offset(table, (mid,))
 
 
-AnyLayout = Union[Layout, Composed, Swizzle]
+@dataclass(frozen=True)
+class Based:
+    """A layout moved by a constant element offset: where a subview's elements lie in the storage
+    of the buffer it is a view of."""
+
+    inner: "AnyLayout"
+    base: int
+
+    def __str__(self) -> str:
+        return f"{self.base} + {self.inner}"
+
+    @property
+    def rank(self) -> int:
+        return self.inner.rank  # type: ignore[union-attr]
+
+    @property
+    def size(self) -> int:
+        return self.inner.size  # type: ignore[union-attr]
+
+    def __call__(self, *coord) -> int:
+        return self.base + self.inner(*coord)
+
+    def evaluate(self, *coords: np.ndarray) -> np.ndarray:
+        return self.base + self.inner.evaluate(*coords)  # type: ignore[union-attr]
+
+    def offset(self, table: ExprTable, coords: tuple[int, ...]) -> int:
+        return table.op("add", table.const(self.base), self.inner.offset(table, coords))  # type: ignore[union-attr]
+
+
+AnyLayout = Union[Layout, Composed, Swizzle, Based]
 
 
 def row_major(*shape: int) -> Layout:

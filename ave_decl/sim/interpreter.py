@@ -18,7 +18,7 @@ import numpy as np
 
 from ..hw.dtypes import DTYPES
 from ..hw.instructions import Instruction, LoadMatrix
-from ..hw.layout import Composed, Layout, Swizzle, buffer_layout, col_major, row_major, storage_size
+from ..hw.layout import Based, Composed, Layout, Swizzle, buffer_layout, col_major, row_major, storage_size
 from ..lang import ast as A
 from ..lang.depth import walk
 from ..lang.resolve import butterfly_operand
@@ -368,6 +368,8 @@ class Simulator(MemoryModel, ShadowChecks):
         name = target.id  # type: ignore[union-attr]
         if isinstance(value, A.Call) and value.func_name in ("shared", "local"):
             return self._alloc(name, value)
+        if isinstance(value, A.Call) and value.func_name == "subview":
+            return self._subview(name, value)
         if isinstance(value, A.Call) and isinstance(self.imports.get(value.func_name), LoadMatrix):
             return self._ldmatrix(name, value, s)
         if isinstance(value, A.Call) and value.func_name in self.imports:
@@ -385,6 +387,17 @@ class Simulator(MemoryModel, ShadowChecks):
         else:
             self.env[name] = v
 
+
+    def _subview(self, name: str, e: A.Call) -> None:
+        """A buffer over the storage of a shared buffer, from a constant element offset on: it
+        shares that buffer's value and tag arrays, so every alias sees every store."""
+        storage = self.env[e.args[0].id]  # type: ignore[union-attr]
+        dims = e.args[2]
+        shape = tuple(self._const(d) for d in (dims.elts if isinstance(dims, A.Tuple) else (dims,)))
+        view = Buf(name, "shared", storage.dtype, shape, Based(row_major(*shape), self._const(e.args[1])),
+                   storage.data, storage.tag, storage.arity, cosize=storage.size, storage=storage)
+        storage.views.append(view)
+        self.env[name] = view
 
     def _alloc(self, name: str, e: A.Call) -> None:
         dt = e.args[0].id  # type: ignore[union-attr]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lang import ast as A
-from .state import ITYPE, LMAX, Buf, Data, masked_of
+from .state import ITYPE, LMAX, Buf, Data, Failure, masked_of
 
 
 class MemoryModel:
@@ -116,7 +116,29 @@ class MemoryModel:
                 pb, pt = np.nonzero(np.asarray(pact & pok))
                 self.races.in_flight(buf.name, set(zip(pb.tolist(), np.asarray(paddr)[pb, pt].tolist())),
                                      ps.span.line, bs, ts, addrs, node.span.line, self.loop_vars)
-        self.races.access(id(buf), buf.name, buf.size, kind, bs, ts, addrs, node.span.line, self.loop_vars)
+        root = buf.storage or buf  # the aliases of one storage race with each other
+        self.races.access(id(root), root.name, root.size, kind, bs, ts, addrs, node.span.line, self.loop_vars)
+
+    def _foreign_store(self, buf: Buf, root: Buf, addr: np.ndarray, ok: np.ndarray, s) -> None:
+        """ave/shared-round-trip across aliases: a store through one alias must not land in another,
+        tagged, subview of the storage (what that subview's tag claims)."""
+        if not self.shadow:
+            return
+        for view in root.views:
+            if view is buf or view.tag_fn is None:
+                continue
+            lo, hi = _view_region(view)
+            # out of the alias's own bounds too: the hardware writes the storage address regardless
+            inside = self.active & (addr >= lo) & (addr < hi)
+            key = ("ave/shared-round-trip", s.span.line)
+            f = self.failures.setdefault(key, Failure(key[0], key[1], 0, 0, {}))
+            f.checked += int(np.sum(self.active & ok))
+            n = int(np.sum(inside))
+            if n and not f.failed:
+                b, t = (int(x) for x in np.argwhere(inside)[0])
+                f.first = {"block": list(self.block_ids[b]), "thread": t, "address": int(addr[b, t]),
+                           "view": view.name, "iterations": dict(self.loop_vars)}
+            f.failed += n
 
     def _store(self, buf: Buf, idx: list[np.ndarray], data: Data, s) -> None:
         addr, ok = self._flat(buf, idx)
@@ -133,7 +155,10 @@ class MemoryModel:
         else:
             cell = (bs if buf.space == "shared" else lanes) * buf.size + a
         if buf.space == "shared":
-            self.races.access(id(buf), buf.name, buf.size, "store", bs, ts, a, s.span.line, self.loop_vars)
+            root = buf.storage or buf
+            self.races.access(id(root), root.name, root.size, "store", bs, ts, a, s.span.line, self.loop_vars)
+            if root.views:
+                self._foreign_store(buf, root, addr, ok, s)
         buf.data = _contiguous(buf.data)
         buf.data.reshape(-1)[cell] = vals
         if buf.space == "global" or not self.shadow:  # global tags come from tag functions; values never read tags
@@ -146,6 +171,11 @@ class MemoryModel:
         buf.tag, buf.arity = _contiguous(buf.tag), _contiguous(buf.arity)  # type: ignore[arg-type]
         _rows(buf.tag)[cell] = _rows(np.ascontiguousarray(data.tag)).take(lanes)
         buf.arity.reshape(-1)[cell] = data.arity.reshape(-1)[lanes]
+
+
+def _view_region(view: Buf) -> tuple[int, int]:
+    base = view.layout.base  # type: ignore[union-attr]
+    return base, base + int(np.prod(view.shape))
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:

@@ -102,8 +102,9 @@ def _replay(src: SourceFile, kernel: str, finding: Finding, async_land: str) -> 
         return _replay_race(result, c)
     if finding.invariant == "ave/output-coverage":
         return _replay_coverage(result, c)
-    if finding.invariant == "ave/lane-convergence":
-        return _replay_converged(result, finding)
+    if finding.invariant == "ave/lane-convergence" or (finding.invariant == "ave/shared-round-trip"
+                                                         and "address" in c.instruction):
+        return _replay_failure(result, finding)
     if k_cov:
         return _replay_k_twice(result, c)
     operands = _mma_operands(c.lhs.chain) if finding.invariant in STORED_TAG else None
@@ -244,15 +245,14 @@ def _replay_slot_reduce(probes: list[dict], c) -> Replay:
     return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"first": a, "second": b})
 
 
-def _replay_converged(result, finding: Finding) -> Replay:
-    """The simulator ran the statement with part of a warp/wave: one of its groups had lanes both
-    running and idle there."""
+def _replay_failure(result, finding: Finding) -> Replay:
+    """The simulator's own check of the invariant failed at the statement (lane convergence: a
+    group ran it with lanes both running and idle; a store landed in another, tagged subview)."""
     for f in result.failures:
         if f.invariant == finding.invariant and f.line == finding.location.line and f.failed:
-            first = f.first
-            return Replay(True, f"group {first['group']} of block {first['block']}: lane {first['running']} runs the "
-                                f"statement, lane {first['idle']} does not", {"groups": f.failed})
-    return Replay(False, "the simulator ran the statement with whole warps/waves only")
+            return Replay(True, f"the simulator's check failed {f.failed} time(s) at line {f.line}; first: {f.first}",
+                          {"failed": f.failed})
+    return Replay(False, f"the simulator's check of {finding.invariant} held at line {finding.location.line}")
 
 
 def _replay_barriers(probes: list[dict], c) -> Replay:

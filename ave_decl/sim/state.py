@@ -76,6 +76,8 @@ class Buf:
     masked: np.ndarray | None = None  # shared/local: Data.masked of each element, once one was stored
     written: bool = False
     cosize: int | None = None  # shared: the storage a padded layout spans (one past its largest offset)
+    storage: "Buf | None" = None  # a subview: the shared buffer whose arrays it shares (its layout is Based)
+    views: list = field(default_factory=list)  # a shared buffer: its subviews
 
     @property
     def size(self) -> int:

@@ -79,6 +79,21 @@ class AccessQueries:
             out.append(Query(inst.constraints + alt.constraints, violated, alt, expected, inst, inst, inst))
         return out
 
+    def outside_views(self, site: int, aid: int) -> list[Query]:
+        """A store through one alias of a storage lands in no tagged subview of it but its own."""
+        acc = self.view.accesses[aid]
+        storage = self.view.aliases.get(acc.buffer, (acc.buffer, 0))[0]
+        inst = self.enc.new_instance(site, "u")
+        addr = self.enc.int_term(acc.addr, inst.env)
+        inside = []
+        for v, (s, base) in sorted(self.view.aliases.items()):
+            if s == storage and v != acc.buffer and v in self.view.tags:
+                size = self.enc.int_term(self.view.buffers[v][1], inst.env)
+                inside.append(z3.And(addr >= base, addr < base + size))
+        alt = self._access_alt(aid, inst, "store")
+        return [Query(list(inst.constraints), z3.Or(*inside) if inside else self.enc.bool_val(False), alt, alt,
+                      inst, inst, inst, {"addr": addr})]
+
     # ---------------------------------------------------- output coverage
     def write_once(self, a1: int, a2: int) -> list[Query]:
         s1, s2 = self.view.accesses[a1], self.view.accesses[a2]

@@ -252,7 +252,8 @@ class Expander:
         """The store and the load touch the same element. Through a bijective layout that is
         equality of coordinates (cheap for Z3 even when the address is swizzled); accesses out of
         bounds are reported by ave/buffer-bounds, not followed here. Otherwise: equal addresses."""
-        if store.buffer in self.view.bijective and store.coords and len(store.coords) == len(load.coords):
+        if (store.buffer == load.buffer and store.buffer in self.view.bijective and store.coords
+                and len(store.coords) == len(load.coords)):
             extents = [self.enc.int_term(e, reader.env) for e in self.view.dims[store.buffer]]
             out = []
             for cs, cl, ext in zip(store.coords, load.coords, extents):

@@ -63,6 +63,7 @@ ACCESS_RELATIONS = {
     "barrier_trips": "two threads of a block run a loop that holds a barrier equally often",
     "lanes_converged": "every lane of the warp/wave of a thread that runs the statement runs it",
     "arm_race": "a store in one arm of an `if` and a load in the other fall in different barrier intervals",
+    "outside_views": "a store through one alias does not land in another tagged subview of the same storage",
 }
 KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds", "mask_rel"} | set(ACCESS_RELATIONS)
 
@@ -235,6 +236,7 @@ class KernelSolver:
             "barrier_trips": lambda: self.barriers.barrier_trips(site),
             "lanes_converged": lambda: self.barriers.lanes_converged(site),
             "arm_race": lambda: self.barriers.arm_race(lhs, rhs, self.access),
+            "outside_views": lambda: self.access.outside_views(site, lhs),
         }
         if relation in builders:
             return builders[relation]()
@@ -438,7 +440,7 @@ class KernelSolver:
             rhs = Side(f"elements of {buf}", None, None, [ev(q.rhs.coords[0])], "", [], [], "index")
         else:
             names = {"write_once": ("first store", "second store"), "raw_race": ("load", "earlier store"),
-                     "arm_race": ("load", "store in the other arm"),
+                     "arm_race": ("load", "store in the other arm"), "outside_views": ("store", "store"),
                      "war_race": ("load", "later store"), "async_exposed": ("load", "async copy"),
                      "bank_conflicts": ("access", "same access, other lane")}[relation]
             lhs, rhs = (self._access_side(n, alt, inst, ev) for n, alt, inst in
@@ -447,6 +449,8 @@ class KernelSolver:
                 instr = {"waited": ev(q.extras["state"])}
             if relation == "arm_race":
                 instr = {"interval": ev(q.extras["interval"])}
+            if relation == "outside_views":
+                instr = {"address": ev(q.extras["addr"])}
             if relation == "bank_conflicts":
                 instr = self._bank_degree(q, ev)
         thread = [ev(first.env[f"tid:{d}"]) for d in range(len(dims))]
@@ -589,6 +593,9 @@ def _access_message(relation: str, c: Counterexample) -> str:
                 f"that dimension (sizes {c.sizes})")
     if relation == "write_count":
         return f"{lhs.coordinates[0]} store instances for {rhs.coordinates[0]} elements (sizes {c.sizes})"
+    if relation == "outside_views":
+        return (f"thread {t_l} stores through {lhs.tag_name} into storage element {c.instruction.get('address')}, "
+                f"which lies in a tagged subview of the same storage: it overwrites what that subview's tag claims")
     if relation == "arm_race":
         return (f"thread {t_l} loads {lhs.tag_name}{at} while thread {t_r}{who} stores it in the other arm of the "
                 f"`if`, after as many barriers of its arm ({c.instruction.get('interval')}): the same barrier "
