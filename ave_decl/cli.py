@@ -370,12 +370,12 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
         check_references(module)  # a bad reference is refused before anything runs (exit 3)
         # the front end's checks (names, arities, constant arguments, launch shape) hold for the
         # simulator too: the interpreter walks the AST and trusts what the lowering accepts
-        lower_module(module, src)
+        lowered = lower_module(module, src)
         if not module.kernels:
             raise FrontEndError("the file defines no kernel (a `@kernel(...)` function)", Span(file, 1, 1, 1, 2))
         if kernel is not None and kernel not in {k.name for k in module.kernels}:
             raise UsageError(f"{file} has no kernel named {kernel[:40]!r}")
-        for plan in complete_sizes(src, sizes, kernel):
+        for plan in complete_sizes(src, sizes, kernel, module, lowered):
             for name, r in simulate_source(src, plan.sizes, kernel=plan.kernel, seed=seed, blocks=chosen_blocks,
                                            shadow=not no_shadow, max_bytes=max_bytes):
                 runs.append((name, r, plan.chosen))

@@ -37,6 +37,21 @@ def ave():
     return run
 
 
+# the smallest kernel head of the front-end error tests: one wave, one tensor A
+ONE_WAVE = "@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n"
+
+
+def front_end_error(ave, path: Path, text: str) -> str:
+    """`ave check` of `text` written to `path`: a located front-end error (exit 3) whose message
+    starts with the file's name, never a traceback. Returns what it printed."""
+    path.write_text(text)
+    r = ave("check", path)
+    out = r.out + r.err
+    assert r.code == 3, out
+    assert out.startswith(f"{path}:") and "Traceback" not in out, out
+    return out
+
+
 def pytest_report_header(config):
     from ave_decl.datalog.souffle_engine import find_souffle
 

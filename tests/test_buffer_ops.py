@@ -3,7 +3,7 @@ accesses whose out-of-range loads read 0 and stores are dropped."""
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ONE_WAVE, front_end_error
 
 import ave_decl
 from ave_decl.lang import printer
@@ -68,10 +68,7 @@ def k(A: Tensor[bf16, (8, 8)], C: Tensor[bf16, (8, 8)]):
     ("    a = make_rsrc(A, 256)\n    x = raw_buffer_store(a, 0, 1.0)\n", "is a statement of its own"),
 ])
 def test_bad_buffer_ops_are_located_errors(body, words, tmp_path, ave):
-    path = tmp_path / "k.ave"
-    path.write_text(f"@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n{body}")
-    r = ave("check", path)
-    assert r.code == 3 and words in r.out and r.out.startswith(f"{path}:"), r.out
+    assert words in front_end_error(ave, tmp_path / "k.ave", ONE_WAVE + body)
 
 
 LDS = EXAMPLES / "buffers" / "lds_pipeline.ave"
@@ -98,8 +95,4 @@ def test_a_vmcnt_that_leaves_the_stage_in_flight_is_a_replayed_violation():
     ("    S = shared(f32, (64,))\n", "    buffer_load_lds(S, 0, a)\n", "buffer_load_lds(lds, m0, rsrc, voffset"),
 ])
 def test_bad_lds_loads_are_located_errors(decl, call, words, tmp_path, ave):
-    path = tmp_path / "k.ave"
-    path.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n"
-                    f"    a = make_rsrc(A, 256)\n{decl}{call}")
-    r = ave("check", path)
-    assert r.code == 3 and words in r.out and r.out.startswith(f"{path}:"), r.out
+    assert words in front_end_error(ave, tmp_path / "k.ave", ONE_WAVE + f"    a = make_rsrc(A, 256)\n{decl}{call}")

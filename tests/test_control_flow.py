@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DATA
+from conftest import DATA, ONE_WAVE, front_end_error
 
 import ave_decl
 from ave_decl.lang import ast as A
@@ -46,11 +46,9 @@ def test_the_value_after_the_loop_counts_every_trip():
     "        k0 += t0\n        t0 = t0 + 1\n",       # the increment changes in the loop
 ])
 def test_other_reassignments_stay_errors(update, tmp_path, ave):
-    path = tmp_path / "k.ave"
-    path.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (512,)]):\n    t = thread_id(0)\n"
-                    "    k0 = 0\n    t0 = 0\n    for it in range(4):\n        x = A[k0 + t]\n" + update)
-    r = ave("check", path)
-    assert r.code == 3 and "is reassigned inside a loop or branch" in r.out, r.out
+    text = ("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (512,)]):\n    t = thread_id(0)\n"
+            "    k0 = 0\n    t0 = 0\n    for it in range(4):\n        x = A[k0 + t]\n" + update)
+    assert "is reassigned inside a loop or branch" in front_end_error(ave, tmp_path / "k.ave", text)
 
 
 def test_early_return(ave):
@@ -86,7 +84,4 @@ def test_a_return_before_a_barrier_is_a_divergence():
     ("    return 1\n", "returns no value"),
 ])
 def test_bad_returns_are_located_errors(body, words, tmp_path, ave):
-    path = tmp_path / "k.ave"
-    path.write_text(f"@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n{body}")
-    r = ave("check", path)
-    assert r.code == 3 and words in r.out and r.out.startswith(f"{path}:"), r.out
+    assert words in front_end_error(ave, tmp_path / "k.ave", ONE_WAVE + body)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DATA, EXAMPLES
+from conftest import DATA, EXAMPLES, ONE_WAVE, front_end_error
 
 import ave_decl
 from ave_decl.lang import ast as A
@@ -138,29 +138,21 @@ BAD_HELPERS = {
 def test_bad_helpers_are_located_front_end_errors(case, tmp_path, ave):
     helpers, body, words = BAD_HELPERS[case]
     path = tmp_path / f"{case}.ave"
-    path.write_text(f"{helpers}\n@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n{body}")
-    r = ave("check", path)
-    assert r.code == 3, (case, r.out, r.err)
-    text = r.out + r.err
+    text = front_end_error(ave, path, f"{helpers}\n{ONE_WAVE}{body}")
     assert words in text, (case, text)
     assert text.startswith(f"{path}:") and "Traceback" not in text
 
 
 def test_an_error_inside_a_helper_names_the_call(tmp_path, ave):
     path = tmp_path / "k.ave"
-    path.write_text("@device\ndef f(dst):\n    dst[0] = nothing[0]\n\n"
-                    "@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n    f(A)\n")
-    r = ave("check", path)
-    assert r.code == 3
-    first = (r.out + r.err).splitlines()[0]
+    first = front_end_error(ave, path, f"@device\ndef f(dst):\n    dst[0] = nothing[0]\n\n{ONE_WAVE}    f(A)\n")
+    first = first.splitlines()[0]
     assert first.startswith(f"{path}:3:") and first.endswith(f"(in helper 'f' called at {path}:7:5)")
 
 
 def test_a_kernel_parameter_needs_a_type(tmp_path, ave):
-    path = tmp_path / "k.ave"
-    path.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A):\n    pass\n")
-    r = ave("check", path)
-    assert r.code == 3 and "kernel parameter 'A' needs a type" in r.out + r.err
+    out = front_end_error(ave, tmp_path / "k.ave", "@kernel(grid=(1,), block=64, wave=64)\ndef k(A):\n    pass\n")
+    assert "kernel parameter 'A' needs a type" in out
 
 
 def test_an_exponential_expansion_is_refused_before_it_is_built():

@@ -3,7 +3,7 @@ warp/wave carries that lane's tag, in the verifier, the simulator and the code g
 from __future__ import annotations
 
 import pytest
-from conftest import DATA, EXAMPLES
+from conftest import DATA, EXAMPLES, front_end_error
 
 import ave_decl
 from ave_decl.report.model import Verdict
@@ -61,10 +61,8 @@ _BAD = ("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)], C: 
 ])
 def test_bad_exchanges_and_reductions_are_located_errors(call, words, tmp_path, ave):
     path = tmp_path / "k.ave"
-    path.write_text(_BAD.format(call=call))
-    r = ave("check", path)
-    assert r.code == 3 and words in r.out, r.out
-    assert r.out.startswith(f"{path}:6:")
+    out = front_end_error(ave, path, _BAD.format(call=call))
+    assert words in out and out.startswith(f"{path}:6:"), out
 
 
 def test_nvptx_emits_warp_shuffles(tmp_path, ave):

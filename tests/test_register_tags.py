@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DATA
+from conftest import DATA, front_end_error
 
 import ave_decl
 from ave_decl.report.model import Verdict
@@ -63,11 +63,7 @@ def k(A: Tensor[bf16, (32, 64)], C: Tensor[f32, (64,)]):
      "cannot depend on a loop variable"),
 ])
 def test_register_tag_rules_are_located_errors(body, words, tmp_path, ave):
-    path = tmp_path / "k.ave"
-    path.write_text(_KERNEL.format(body=body))
-    r = ave("check", path)
-    assert r.code == 3 and words in r.out, r.out
-    assert r.out.startswith(f"{path}:")
+    assert words in front_end_error(ave, tmp_path / "k.ave", _KERNEL.format(body=body))
 
 
 def test_a_whole_array_write_into_a_tagged_register_is_unknown():

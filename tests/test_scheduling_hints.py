@@ -3,7 +3,7 @@ checked, kept in the AST for the backends, ignored by the verifier and the simul
 from __future__ import annotations
 
 import pytest
-from conftest import DATA
+from conftest import DATA, ONE_WAVE, front_end_error
 
 from ave_decl.lang import printer
 from ave_decl.lang.parser import parse_text
@@ -36,7 +36,5 @@ def test_hints_stay_in_the_ast():
 ])
 def test_bad_hints_are_located_errors(stmt, words, tmp_path, ave):
     path = tmp_path / "k.ave"
-    path.write_text(f"@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n    {stmt}\n")
-    r = ave("check", path)
-    assert r.code == 3, r.out
-    assert r.out.startswith(f"{path}:3:") and words in r.out.splitlines()[0], r.out
+    out = front_end_error(ave, path, ONE_WAVE + f"    {stmt}\n")
+    assert out.startswith(f"{path}:3:") and words in out.splitlines()[0], out

@@ -3,7 +3,7 @@ shapes, bounds and tags, whose races and provenance meet through storage address
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ONE_WAVE, front_end_error
 
 import ave_decl
 from ave_decl.report.model import Verdict
@@ -57,12 +57,20 @@ def test_races_meet_across_aliases():
     ("    s = shared(f32, (64,))\n    V = subview(s, thread_id(0), (8,))\n", "constant"),
 ])
 def test_bad_subviews_are_located_errors(body, words, tmp_path, ave):
-    path = tmp_path / "k.ave"
-    path.write_text(f"@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n{body}")
-    r = ave("check", path)
-    assert r.code == 3 and words in r.out and r.out.startswith(f"{path}:"), r.out
+    assert words in front_end_error(ave, tmp_path / "k.ave", ONE_WAVE + body)
 
 
 def test_the_code_generators_refuse_subviews_with_a_located_error(ave):
     r = ave("emit", "--target", "host", ONE)
     assert r.code == 6 and "subview() is not supported by the code generator" in r.out + r.err
+
+
+def test_races_between_the_arms_of_an_if_meet_across_aliases():
+    """A producer arm stores through a subview, the consumer arm reads the storage itself, with no
+    barrier between them: the same barrier interval (arm_race pairs accesses by storage)."""
+    text = ("@kernel(grid=(1,), block=128, wave=64)\ndef k(A: Tensor[f32, (64,)], C: Tensor[f32, (64,)]):\n"
+            "    tag(A, lambda i: (i,), \"A\")\n    tag(C, lambda i: (i,), \"C\")\n    t = thread_id(0)\n"
+            "    smem = shared(f32, (128,))\n    K = subview(smem, 64, (64,))\n    if wave_id() == 0:\n"
+            "        K[t] = A[t]\n        syncthreads()\n    else:\n        C[t - 64] = smem[t]\n        syncthreads()\n")
+    f = _bad(text)["ave/shared-race"]
+    assert "in the other arm" in f.message and f.replay["confirmed"], f.replay

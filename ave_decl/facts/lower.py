@@ -77,6 +77,7 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.next_scope = 1
         self.preds: list[int] = []
         self.cur_stmt = 0
+        self.cur_kind, self.cur_span = "", kernel.span  # of the statement being lowered (for messages)
         self.launch: Launch | None = None
         self.shared_bytes = 0  # of every shared(...) buffer so far, all stages
         self.block_expr: A.Expr | None = None  # the block= expression (launch errors point at it)
@@ -103,15 +104,8 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
             self.facts.add("in_branch", sid, branch, pol)
         if self.data_guarded:
             self.facts.add("data_guard", sid)
-        self.cur_stmt = sid
+        self.cur_stmt, self.cur_kind, self.cur_span = sid, kind, span
         return sid
-
-    def _stmt_span(self) -> Span:
-        """The span of the statement being lowered (of its last `stmt` fact)."""
-        for _k, sid, _kind, line, col, el, ec in reversed(self.facts.relation("stmt")):
-            if sid == self.cur_stmt:
-                return Span(self.src.path, line, col, el, ec, self.facts.call_sites.get(sid, ()))
-        return self.k.span
 
     def _value(self, kind: str, args: tuple[int, ...] = (), op: str | None = None) -> int:
         vid = self.next_value
@@ -141,7 +135,9 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         if buf.tag_loops and kind in ("store", "write_all") and not buf.tag_loops <= set(self.loop_stack):
             raise FrontEndError(f"this store into '{buf.name}' lies outside a loop whose variable the array's tag "
                                 f"uses: a register tag that names a loop variable is checked in that loop's "
-                                f"iterations", self._stmt_span())
+                                f"iterations", self.cur_span)
+        if kind in ("store", "write_all") and self.cur_kind != "alloc":  # `init=` is written at the declaration
+            buf.stored = True
         aid = self.next_access
         self.next_access += 1
         self.facts.add("access", aid, self.cur_stmt, buf.id, kind)

@@ -60,10 +60,7 @@ class InstructionLowering:
         if not isinstance(dt, A.Name) or dt.id not in DTYPES:
             raise self.err(f"unknown element type; expected one of {', '.join(sorted(DTYPES))}", dt)
         shape_e = e.args[1]
-        dims = shape_e.elts if isinstance(shape_e, A.Tuple) else (shape_e,)
-        shape = tuple(self.const_int(d, f"{space} buffer extent") for d in dims)
-        if any(d <= 0 for d in shape):
-            raise self.err("buffer extents must be positive", shape_e)
+        shape = self._const_shape(shape_e, f"{space} buffer")
         if prod(shape) >= CONST_BOUND:
             raise self.err(f"the buffer has {prod(shape)} elements; a buffer holds fewer than 2**31", shape_e)
         if space == "shared":
@@ -113,11 +110,7 @@ class InstructionLowering:
         if storage.tagged:
             raise self.err(f"'{storage.name}' is tagged: tag its subviews instead of the storage they share", e.args[0])
         offset = self.const_int(e.args[1], "subview offset")
-        shape_e = e.args[2]
-        dims = shape_e.elts if isinstance(shape_e, A.Tuple) else (shape_e,)
-        shape = tuple(self.const_int(d, "subview extent") for d in dims)
-        if any(d <= 0 for d in shape):
-            raise self.err("subview extents must be positive", shape_e)
+        shape = self._const_shape(e.args[2], "subview")
         if offset < 0 or offset + prod(shape) > prod(storage.const_shape):
             raise self.err(f"the subview spans elements {offset} to {offset + prod(shape) - 1} of '{storage.name}', "
                            f"which holds {prod(storage.const_shape)}", e)
@@ -130,6 +123,14 @@ class InstructionLowering:
         if name in self.env:
             raise self.err(f"'{name}' is already defined", e)
         self.bind(name, buf, e)
+
+    def _const_shape(self, shape_e: A.Expr, what: str) -> tuple[int, ...]:
+        """A buffer's shape: constant, positive extents (one, or a tuple)."""
+        dims = shape_e.elts if isinstance(shape_e, A.Tuple) else (shape_e,)
+        shape = tuple(self.const_int(d, f"{what} extent") for d in dims)
+        if any(d <= 0 for d in shape):
+            raise self.err(f"{what} extents must be positive", shape_e)
+        return shape
 
     def _charge_shared(self, nbytes: int, e: A.Call) -> None:
         """Add a shared buffer (all its stages) to the block's shared memory; past the declared

@@ -333,8 +333,7 @@ class StatementLowering:
                                "components cannot depend on a loop variable (a register array's tag can)", node)
             loops |= {int(n.split(":", 1)[1]) for n in used}
         self.env = saved
-        if buf.space == "local" and any(r[3] == buf.id and r[4] in ("store", "write_all") and r[2] not in allocs
-                                        for allocs in [self._alloc_stmts()] for r in self.facts.relation("access")):
+        if buf.space == "local" and buf.stored:
             raise self.err(f"tag register array '{buf.name}' before its first store: the tag is a claim about "
                            f"every value stored into it", e)
         buf.tagged = True
@@ -342,10 +341,6 @@ class StatementLowering:
         self.facts.add("tag_bind", buf.id, name.value, len(comps), sid)
         for i, c in enumerate(comps):
             self.facts.add("tag_comp", buf.id, i, c)
-
-    def _alloc_stmts(self) -> set[int]:
-        """The declaration statements so far (a register array's `init=` is written there)."""
-        return {r[1] for r in self.facts.relation("stmt") if r[2] == "alloc"}
 
     def _operand(self, e: A.Expr, what: str) -> tuple[DVal, Buffer | None]:
         """A data value, or a whole local buffer read slot by slot."""

@@ -47,6 +47,7 @@ class Buffer:
     tag_loops: frozenset[int] = frozenset()
     storage: str | None = None  # a subview: the id of the shared buffer whose storage it shares
     has_views: bool = False  # a shared buffer some subview shares
+    stored: bool = False  # some statement other than its declaration has stored into it
     index_values: tuple[int, int, bool] | None = None  # an index tensor: (lo, hi, injective) of its values
 
     @property

@@ -289,15 +289,10 @@ class Swizzle:
         return table.op("xor", offset, moved)
 
 
-@dataclass(frozen=True)
-class Composed:
-    """outer(inner(x)): `outer @ inner` in the DSL."""
+class _OverInner:
+    """A layout that takes its coordinates (rank, size) from the layout it wraps, `inner`."""
 
-    outer: "AnyLayout"
     inner: "AnyLayout"
-
-    def __str__(self) -> str:
-        return f"{self.outer} o {self.inner}"
 
     @property
     def rank(self) -> int:
@@ -306,6 +301,17 @@ class Composed:
     @property
     def size(self) -> int:
         return self.inner.size  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class Composed(_OverInner):
+    """outer(inner(x)): `outer @ inner` in the DSL."""
+
+    outer: "AnyLayout"
+    inner: "AnyLayout"
+
+    def __str__(self) -> str:
+        return f"{self.outer} o {self.inner}"
 
     def __call__(self, *coord) -> int:
         return self.outer(self.inner(*coord))
@@ -321,7 +327,7 @@ class Composed:
 
 
 @dataclass(frozen=True)
-class Based:
+class Based(_OverInner):
     """A layout moved by a constant element offset: where a subview's elements lie in the storage
     of the buffer it is a view of."""
 
@@ -330,14 +336,6 @@ class Based:
 
     def __str__(self) -> str:
         return f"{self.base} + {self.inner}"
-
-    @property
-    def rank(self) -> int:
-        return self.inner.rank  # type: ignore[union-attr]
-
-    @property
-    def size(self) -> int:
-        return self.inner.size  # type: ignore[union-attr]
 
     def __call__(self, *coord) -> int:
         return self.base + self.inner(*coord)

@@ -79,26 +79,6 @@ def _offset(call: A.Call, first: int) -> A.Expr:
     return A.BinOp("+", off, soff, call.span) if soff is not None else off
 
 
-@dataclass(frozen=True)
-class _Shifted:
-    """A call seen from its argument `first` on (the resource of buffer_load_lds is its third)."""
-
-    call: A.Call
-    first: int
-
-    @property
-    def args(self) -> tuple:
-        return self.call.args[self.first:]
-
-    @property
-    def func_name(self) -> str | None:
-        return self.call.func_name
-
-    @property
-    def span(self):
-        return self.call.span
-
-
 class _Rewriter:
     def __init__(self, kernel: A.Kernel):
         self.tensors = _tensors(kernel)
@@ -143,7 +123,7 @@ class _Rewriter:
         if not isinstance(lds, A.Name) or lds.id not in self.shared:
             raise FrontEndError("the first argument of buffer_load_lds must be a shared buffer declared without a "
                                 "layout (the load writes LDS byte addresses: row-major offsets)", lds.span)
-        res = self._resource(_Shifted(call, 2), resources)
+        res = self._resource(call, 2, resources)
         lds_dtype, lds_dims = self.shared[lds.id]
         if DTYPE_BYTES[lds_dtype] != DTYPE_BYTES[res.dtype] or LDS_DWORD % DTYPE_BYTES[res.dtype]:
             raise FrontEndError(f"buffer_load_lds copies dwords between elements of one size: {res.tensor} holds "
@@ -197,17 +177,19 @@ class _Rewriter:
         resources[s.target.id] = _Resource(tensor.id, dtype, dims, name)
         return A.Assign(A.Name(name, s.target.span), call.args[1], s.span)
 
-    def _resource(self, call, resources: dict[str, _Resource]) -> _Resource:
-        r = call.args[0] if call.args else None
+    def _resource(self, call: A.Call, position: int, resources: dict[str, _Resource]) -> _Resource:
+        """The buffer resource that argument `position` of the call names."""
+        r = call.args[position] if len(call.args) > position else None
         if not isinstance(r, A.Name) or r.id not in resources:
-            raise FrontEndError(f"the first argument of {call.func_name} must be a buffer resource made by "
+            which = "first" if position == 0 else "third"
+            raise FrontEndError(f"the {which} argument of {call.func_name} must be a buffer resource made by "
                                 f"make_rsrc(tensor, num_bytes) before it", (r or call).span)
         return resources[r.id]
 
     def store(self, s: A.ExprStmt, call: A.Call, resources: dict[str, _Resource]) -> A.Stmt:
         if len(call.args) != 3 or any(kw.name != "soffset" for kw in call.kwargs):
             raise FrontEndError("raw_buffer_store(rsrc, voffset, value[, soffset=]) expected", call.span)
-        res = self._resource(call, resources)
+        res = self._resource(call, 0, resources)
         ref, inside = _element(res, _offset(call, 1), call.span)
         return A.ExprStmt(A.Call(A.Name("store", call.span), (ref, call.args[2]),
                                  (A.Keyword("mask", inside, call.span),), call.span), s.span)
@@ -223,7 +205,7 @@ class _Rewriter:
                 raise FrontEndError("raw_buffer_load(rsrc, voffset[, soffset]) expected", call.span)
         subst = {}
         for call in calls:
-            res = self._resource(call, resources)
+            res = self._resource(call, 0, resources)
             ref, inside = _element(res, _offset(call, 1), call.span)
             subst[id(call)] = A.Call(A.Name("load", call.span), (ref,),
                                      (A.Keyword("mask", inside, call.span),

@@ -77,10 +77,13 @@ def _simple(arg: A.Expr) -> bool:
 
 
 class _Renamer:
-    """Rebuilds a helper's body for one call: parameters and locals mapped, spans given `via`."""
+    """Rebuilds a helper's body for one call: parameters replaced by their arguments, locals by
+    their per-call names, spans given `via`."""
 
-    def __init__(self, mapping: dict[str, A.Expr], via: tuple[CallSite, ...], fresh=None):
-        self.mapping = mapping
+    def __init__(self, arguments: dict[str, A.Expr], renamed: dict[str, str], via: tuple[CallSite, ...],
+                 fresh=None):
+        self.arguments = arguments
+        self.renamed = renamed
         self.via = via
         self.fresh = fresh  # name -> a name no one uses (to rename a lambda parameter an argument would meet)
 
@@ -89,26 +92,26 @@ class _Renamer:
 
     def node(self, n, shadowed: frozenset[str] = frozenset()):
         if isinstance(n, A.Name):
-            if n.id in self.mapping and n.id not in shadowed:
-                new = self.mapping[n.id]
-                # a renamed local keeps its helper span; an argument keeps the caller's
-                return A.Name(new.id, self.span(n.span)) if getattr(new, "_local", False) else new
-            return A.Name(n.id, self.span(n.span))
+            if n.id in shadowed:
+                return A.Name(n.id, self.span(n.span))
+            if n.id in self.arguments:
+                return self.arguments[n.id]  # an argument keeps the caller's span
+            return A.Name(self.renamed.get(n.id, n.id), self.span(n.span))
         if isinstance(n, A.Lambda):
             # an argument substituted into the body must not meet a lambda parameter of its name
             # (`lambda i: (r, i)` called with r := the caller's `i`): such parameters are renamed
-            incoming = {y.id for x in walk(n.body) if isinstance(x, A.Name) and x.id in self.mapping
+            incoming = {y.id for x in walk(n.body) if isinstance(x, A.Name) and x.id in self.arguments
                         and x.id not in n.params and x.id not in shadowed
-                        for y in walk(self.mapping[x.id]) if isinstance(y, A.Name)}
+                        for y in walk(self.arguments[x.id]) if isinstance(y, A.Name)}
             clash = [p for p in n.params if p in incoming]
             if clash and self.fresh is not None:
-                renames = {p: _LocalName(self.fresh(p)) for p in clash}
-                n = A.Lambda(tuple(renames[p].id if p in renames else p for p in n.params),
-                             _Renamer(renames, self.via).node(n.body, shadowed), n.span)  # type: ignore[arg-type]
+                renames = {p: self.fresh(p) for p in clash}
+                n = A.Lambda(tuple(renames.get(p, p) for p in n.params),
+                             _Renamer({}, renames, self.via).node(n.body, shadowed), n.span)
             inner = shadowed | frozenset(n.params)
             return A.Lambda(n.params, self.node(n.body, inner), self.span(n.span))
         if isinstance(n, A.For):
-            var = self.mapping[n.var].id if n.var in self.mapping else n.var  # type: ignore[union-attr]
+            var = self.renamed.get(n.var, n.var)
             return A.For(var, self.node(n.iter, shadowed), tuple(self.node(s, shadowed) for s in n.body),
                          self.span(n.span))
         changes: dict = {}
@@ -122,12 +125,6 @@ class _Renamer:
             elif hasattr(value, "__dataclass_fields__"):
                 changes[name] = self.node(value, shadowed)
         return replace(n, **changes)
-
-
-class _LocalName(A.Name):
-    """A renamed helper local (marks the mapping entry; never left in the AST)."""
-
-    _local = True
 
 
 class _Inliner:
@@ -223,29 +220,30 @@ class _Inliner:
         bound = self._bind(h, call)
         n = self.calls[name] = self.calls.get(name, 0) + 1
         via = (CallSite(name, call.span), *call.span.via)
-        mapping: dict[str, A.Expr] = {}
+        arguments: dict[str, A.Expr] = {}
         prelude: list[A.Stmt] = []
         captured = {c.id for s in h.body for x in walk(s) if isinstance(x, A.Call) and x.func_name == "tag"
                     for c in x.args[3:] if isinstance(c, A.Name)}
         for param, arg in bound.items():
             if _simple(arg) and not (param in captured and not isinstance(arg, A.Name)):
-                mapping[param] = arg
+                arguments[param] = arg
             else:  # evaluated once, at the call, into a fresh name
                 fresh = A.Name(self.fresh(param, name, n), arg.span)
                 prelude.append(A.Assign(fresh, arg, arg.span))
-                mapping[param] = fresh
+                arguments[param] = fresh
         params = {p.name for p in h.params}
+        renamed: dict[str, str] = {}
         for local, s in _assigned_names(h.body):
             if local in params:
                 raise FrontEndError(f"helper '{name}' assigns to its parameter '{local}' (parameters stand for the "
                                     f"call's arguments; use a new name)", replace(s.span, via=via))
-            if local not in mapping:
-                mapping[local] = _LocalName(self.fresh(local, name, n))
+            if local not in renamed:
+                renamed[local] = self.fresh(local, name, n)
         body, ret = h.body, None
         if body and isinstance(body[-1], A.Return):
             body, ret = body[:-1], body[-1]
-        renamer = _Renamer(mapping, via, lambda p: self.fresh(p, name, n))
-        self._check_free_names(h, body, ret, params | set(mapping), via)
+        renamer = _Renamer(arguments, renamed, via, lambda p: self.fresh(p, name, n))
+        self._check_free_names(h, body, ret, params | set(renamed), via)
         expanded = list(self.block(tuple(renamer.node(s) for s in body), (*stack, name)))
         if target is not None:
             if ret is None or ret.value is None:

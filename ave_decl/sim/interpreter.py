@@ -499,7 +499,9 @@ class Simulator(MemoryModel, ShadowChecks):
                 return Composed(self.eval(e.left), self.eval(e.right))
             left, right = self.eval(e.left), self.eval(e.right)
             out = self._binop(e.op, left, right)
-            return self._butterfly(e.op, (e.left, e.right), out, [left, right]) if e.op == "+" else out
+            if e.op == "+" and isinstance(out, Data):  # integer sums (the hot path) are never butterflies
+                return self._butterfly(e.op, (e.left, e.right), out, [left, right])
+            return out
         if isinstance(e, A.UnaryOp):
             v = self.eval(e.operand)
             if isinstance(v, Data):  # -0 and +0 stay known zeros (as value_zero says); other operators do not
@@ -572,7 +574,7 @@ class Simulator(MemoryModel, ShadowChecks):
         """A butterfly step `op(x, shuffle_xor(x, m))` of full values: the statistic of x's row, and
         the partner lane must hold the same row (ave/row-statistics, as on the static side)."""
         pos = butterfly_operand(op, tuple(nodes))
-        if pos is None or not isinstance(out, Data):
+        if pos is None:
             return out
         own, partner = operands
         if pos == 1:

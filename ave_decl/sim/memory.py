@@ -127,7 +127,8 @@ class MemoryModel:
         for view in root.views:
             if view is buf or view.tag_fn is None:
                 continue
-            lo, hi = _view_region(view)
+            lo = view.layout.base  # type: ignore[union-attr]
+            hi = lo + view.layout.size  # type: ignore[union-attr]
             # out of the alias's own bounds too: the hardware writes the storage address regardless
             inside = self.active & (addr >= lo) & (addr < hi)
             key = ("ave/shared-round-trip", s.span.line)
@@ -171,11 +172,6 @@ class MemoryModel:
         buf.tag, buf.arity = _contiguous(buf.tag), _contiguous(buf.arity)  # type: ignore[arg-type]
         _rows(buf.tag)[cell] = _rows(np.ascontiguousarray(data.tag)).take(lanes)
         buf.arity.reshape(-1)[cell] = data.arity.reshape(-1)[lanes]
-
-
-def _view_region(view: Buf) -> tuple[int, int]:
-    base = view.layout.base  # type: ignore[union-attr]
-    return base, base + int(np.prod(view.shape))
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:

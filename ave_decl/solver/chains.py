@@ -145,9 +145,7 @@ class Expander:
 
     def other_slot(self, inst: Instance, slots: int) -> tuple[Instance, list[z3.BoolRef]]:
         """`inst` with a fresh register slot in [0, slots) (same thread and iterations)."""
-        other = Instance(f"{inst.label}~", inst.stmt)
-        other.env = dict(inst.env)
-        other.constraints = list(inst.constraints)
+        other = inst.copy(f"{inst.label}~")
         slot = self.enc.int_var(f"{self.enc.fresh(inst.label)}.slot")
         other.env["slot"] = slot
         self.enc.set_range(slot, 0, slots - 1)
@@ -156,9 +154,7 @@ class Expander:
     def other_thread(self, inst: Instance, linear_eid: int) -> Instance:
         """`inst` at another thread of its block (same iterations): the one whose linear id is the
         expression `linear_eid` evaluated at `inst`."""
-        other = Instance(f"{inst.label}'", inst.stmt)
-        other.env = dict(inst.env)
-        other.constraints = list(inst.constraints)
+        other = inst.copy(f"{inst.label}'")
         self.enc.set_linear_thread(other, self.enc.int_term(linear_eid, inst.env))
         return other
 

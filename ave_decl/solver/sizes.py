@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import z3
 
+from ..facts.kernel_facts import KernelFacts
 from ..facts.lower import lower_module
 from ..facts.view import KernelView
+from ..lang import ast as A
 from ..lang.errors import FrontEndError
 from ..lang.parser import parse_source
 from ..lang.reference import NUMBER, kernel_names
@@ -38,13 +40,15 @@ def size_names(kernel) -> list[str]:
     return [n for n, kind in kernel_names(kernel).items() if kind == NUMBER]
 
 
-def complete_sizes(src: SourceFile, given: dict[str, int], kernel: str | None = None) -> list[ChosenSizes]:
+def complete_sizes(src: SourceFile, given: dict[str, int], kernel: str | None = None,
+                   module: A.Module | None = None, kernels: list[KernelFacts] | None = None) -> list[ChosenSizes]:
     """Per kernel of the file (or the one named): the given sizes, with every missing size set
-    to the smallest value the kernel admits. FrontEndError (exit 3) when none exist."""
-    module = parse_source(src)
+    to the smallest value the kernel admits. FrontEndError (exit 3) when none exist. A caller
+    that has parsed and lowered the file already passes the module and its KernelFacts."""
+    module = module if module is not None else parse_source(src)
     wanted = [k for k in module.kernels if kernel is None or k.name == kernel]
     out: list[ChosenSizes] = []
-    lowered = None
+    lowered = {kf.name: kf for kf in kernels} if kernels is not None else None
     for k in wanted:
         missing = [n for n in size_names(k) if n not in given]
         if not missing:

@@ -33,6 +33,10 @@ class Instance:
     def var(self, name: str) -> z3.ExprRef:
         return self.env[name]
 
+    def copy(self, label: str) -> "Instance":
+        """The same execution under another label, to rebind some of its variables."""
+        return Instance(label, self.stmt, dict(self.env), list(self.constraints))
+
 
 class Encoder:
     """Builds Z3 terms for one kernel. Sizes (size:M ...) are shared by all instances."""
