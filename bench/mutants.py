@@ -48,7 +48,8 @@ FAST = ("gemm_lds_mfma.ave", ("transpose_shared_read", "drop_barrier", "wrong_ac
 
 
 def workloads(fast: bool, only: list[str] | None = None) -> list[Path]:
-    patterns = ("*.ave", "tails/*.ave", "pipelines/*.ave", "lanes/*.ave", "helpers/*.ave", "buffers/*.ave")
+    patterns = ("*.ave", "tails/*.ave", "pipelines/*.ave", "lanes/*.ave", "helpers/*.ave", "buffers/*.ave",
+                "packed/*.ave")
     found = (p for pattern in patterns for p in (ROOT / "examples").glob(pattern))
     files = sorted(p for p in found if "Expected: VERIFIED" in p.read_text())
     if only:

@@ -86,7 +86,7 @@ def test_core_rules_on_examples():
 
 @needs_souffle
 def test_check_identical_on_both_engines():
-    folders = ("helpers", "specialized", "lanes", "buffers", "subviews")
+    folders = ("helpers", "specialized", "lanes", "buffers", "subviews", "packed")
     paths = sorted(EXAMPLES.glob("*.ave")) + sorted(p for d in folders for p in (EXAMPLES / d).glob("*.ave"))
     a = ave_decl.check(paths, engine="embedded").to_json()
     b = ave_decl.check(paths, engine="souffle").to_json()

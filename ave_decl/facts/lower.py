@@ -146,6 +146,12 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
             self.facts.add("access_coord", aid, d, c)
         return aid
 
+    def vector_access(self, aid: int, ref) -> None:
+        """Record that an element access is one of the elements of a vector access."""
+        lanes = getattr(ref, "lanes", 1)
+        if lanes > 1:
+            self.facts.add("access_vector", aid, lanes)
+
     def bind(self, name: str, value: Val, node) -> None:
         if name in BUILTINS or name in DTYPES or name in self.imports:
             raise self.err(f"'{name}' is a builtin name and cannot be assigned", node)

@@ -182,6 +182,7 @@ class ExpressionLowering:
     def load(self, buf: Buffer, indices: tuple[A.Expr, ...], node) -> DVal | IVal:
         coords = self._coords(buf, indices, node)
         aid = self._access(buf, "load", coords, self._address(buf, coords))
+        self.vector_access(aid, node)
         if buf.index_values is not None:
             # a data-dependent index: an uninterpreted function of the coordinates it was read at
             return IVal(self.t.uf(buf.id, coords))

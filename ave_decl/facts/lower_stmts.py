@@ -445,6 +445,7 @@ class StatementLowering:
                 raise self.err(f"cannot store {describe(v)} into '{buf.name}'", value)
             coords = self._coords(buf, target.indices, target)
             aid = self._access(buf, "store", coords, self._address(buf, coords))
+            self.vector_access(aid, target)
             self.facts.add("store_value", aid, v.vid)
             return
         if not isinstance(target, A.Name):

@@ -53,6 +53,7 @@ class KernelView:
     assert_mask: dict[int, int] = field(default_factory=dict)  # site -> predicate over lhs:i
     index_values: dict[str, tuple[int, int, bool]] = field(default_factory=dict)  # index tensor -> (lo, hi, inj)
     slot_range: dict[int, int] = field(default_factory=dict)  # stmt -> n: its accesses read per slot in [0, n)
+    vector_lanes: dict[int, int] = field(default_factory=dict)  # access -> n: one of n elements of a vector access
     branch_cond: dict[int, int] = field(default_factory=dict)  # `if` stmt -> its condition (-1: on data)
     in_branch: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # stmt -> enclosing (if, arm)
     barriers: list[int] = field(default_factory=list)
@@ -106,6 +107,7 @@ class KernelView:
         for _, s, _v, rel in kf.relation("assert_mask"):
             v.assert_mask[s] = rel
         v.slot_range = {s: n for _, s, n in kf.relation("slot_range")}
+        v.vector_lanes = {a: n for _, a, n in kf.relation("access_vector")}
         v.branch_cond = {s: c for _, s, c in kf.relation("branch")}
         for _, s, b, pol in kf.relation("in_branch"):
             v.in_branch.setdefault(s, []).append((b, pol))

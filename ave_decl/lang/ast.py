@@ -109,6 +109,9 @@ class Subscript:
     value: "Expr"
     indices: tuple["Expr", ...]
     span: Span = _span()
+    # > 1: this element reference is one of the `lanes` elements of a vector access
+    # (lang/packed.py), which the coalescing check judges as one access; not part of equality
+    lanes: int = field(default=1, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from .errors import FrontEndError
 from .inline import HELPER_DECORATOR, inline_helpers
 from .lark_spans import SpanTransformer
 from .masked import desugar_masked
+from .packed import desugar_packed
 from .resources import grammar_path
 from .source import MAX_SOURCE_BYTES, SourceFile, Span, quote
 
@@ -433,7 +434,7 @@ def parse_source(src: SourceFile) -> A.Module:
     check_nesting(module)
     module = inline_helpers(module)
     module = desugar_returns(module) if build.kernel_returns else module
-    return desugar_masked(desugar_buffer_ops(module))
+    return desugar_packed(desugar_masked(desugar_buffer_ops(module)))
 
 
 def _guess_line(src: SourceFile, exc: Exception) -> int:

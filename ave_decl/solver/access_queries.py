@@ -24,6 +24,14 @@ from .query import Query
 from .smt import Encoder, Instance
 
 BANKS, BANK_BYTES, PHASE_LANES = 32, 4, 32
+
+
+def phase_lanes(view, aid: int, width: int) -> int:
+    """The lanes of one shared-memory access phase: a phase moves 128 bytes, so 32 lanes of 4-byte
+    words, 16 of an 8-byte vector, 8 of a 16-byte one (each part of a vector access is compared
+    with the same part of the other lane)."""
+    lane_bytes = width * view.vector_lanes.get(aid, 1)
+    return min(PHASE_LANES * BANK_BYTES // max(BANK_BYTES, lane_bytes), view.group_size)
 ASYNC_CROSSINGS = 4  # rules/invariants/async_copy.dl counts back-edge crossings up to this
 
 
@@ -402,7 +410,7 @@ class AccessQueries:
             h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(acc.stmt)})
         if acc.stmt in self.view.slot_range:  # an ldmatrix: compare lanes of one register slot
             second.env["slot"] = first.env["slot"]
-        phase = min(PHASE_LANES, self.view.group_size)
+        phase = phase_lanes(self.view, aid, width)
         t1, t2 = self.enc.linear_thread(first), self.enc.linear_thread(second)
         w1 = self.enc.int_term(acc.addr, first.env) * width / BANK_BYTES
         w2 = self.enc.int_term(acc.addr, second.env) * width / BANK_BYTES

@@ -473,12 +473,12 @@ class KernelSolver:
 
         from ..hw.dtypes import DTYPE_BYTES
         from ..hw.expr import evaluate, symbols
-        from .access_queries import BANK_BYTES, BANKS, PHASE_LANES
+        from .access_queries import BANK_BYTES, BANKS, phase_lanes
 
         inst = q.lhs_inst
         acc = self.view.accesses[q.lhs.chain[0].access]
         width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
-        phase = min(PHASE_LANES, self.view.group_size)
+        phase = phase_lanes(self.view, acc.aid, width)
         start = ev(self.enc.linear_thread(inst)) // phase * phase
         env: dict = {}
         for name in symbols(self.view.kf.table, acc.addr):

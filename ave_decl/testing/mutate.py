@@ -126,6 +126,23 @@ def wrong_shuffle_mask(text: str) -> list[Mutant]:
     return _sub_each(text, "wrong_shuffle_mask", r"(shuffle_xor\([^,]+,\s*)(\d+)", edit, "wrong shuffle_xor mask")
 
 
+def wrong_perm_selector(text: str) -> list[Mutant]:
+    """A byte permute that interleaves the wrong halves: the selector of `perm` (v_perm_b32,
+    bytes) or `prmt` (prmt.b32, nibbles) with its two 16-bit halves swapped (or, where they are
+    alike, each half taken from the other operand), as when packed data is transposed wrongly."""
+    def edit(m, line):
+        sel, nib = int(m.group(3), 0), m.group(1) == "prmt"
+        half, unit = (8, 0x8) if nib else (16, 0x80)
+        swapped = ((sel & ((1 << half) - 1)) << half) | (sel >> half)
+        if swapped == sel:  # alike halves: the same bytes of the other operand
+            step = 4 if nib else 8
+            swapped = sum((((sel >> i) & (unit * 2 - 1)) ^ (4 if ((sel >> i) & (unit * 2 - 1)) < 8 else 0)) << i
+                          for i in range(0, 2 * half, step))
+        return line[:m.start(3)] + f"0x{swapped:0{half // 2}x}" + line[m.end(3):]
+    return _sub_each(text, "wrong_perm_selector", r"\b(perm|prmt)\(([^()]*,){2}\s*(0[xX][0-9a-fA-F]+|\d+)\s*\)",
+                     edit, "wrong byte-permute selector")
+
+
 def wrong_buffer_offset(text: str) -> list[Mutant]:
     """A buffer load or store one 4-byte word off (`raw_buffer_load(r, off)` -> `off + 4`): the
     wrong element, or a read past the range that silently returns 0."""
@@ -356,6 +373,7 @@ OPERATORS: dict[str, Callable[[str], list[Mutant]]] = {
     "barrier_one_arm": barrier_one_arm,
     "wrong_shuffle_mask": wrong_shuffle_mask,
     "wrong_buffer_offset": wrong_buffer_offset,
+    "wrong_perm_selector": wrong_perm_selector,
     "drop_async_wait": drop_async_wait,
     "swizzle_write_only": swizzle_write_only,
     "wrong_k_offset": wrong_k_offset,

@@ -92,7 +92,7 @@ def test_module_round_trip(ks):
 # the shipped examples with the language's newer constructs (helpers, wave specialization, lane
 # exchange) besides the top level; examples/speed/ is left out (its proofs take a minute)
 LANGUAGE_EXAMPLES = sorted(EXAMPLES.glob("*.ave")) + sorted(
-    p for d in ("helpers", "specialized", "lanes", "buffers", "subviews") for p in (EXAMPLES / d).glob("*.ave"))
+    p for d in ("helpers", "specialized", "lanes", "buffers", "subviews", "packed") for p in (EXAMPLES / d).glob("*.ave"))
 
 
 def test_examples_round_trip():
