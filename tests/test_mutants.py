@@ -40,7 +40,7 @@ def test_operators_make_parseable_mutants(op):
     from ave_decl.lang.parser import parse_text
 
     patterns = ("*.ave", "tails/*.ave", "pipelines/*.ave", "specialized/*.ave", "lanes/*.ave",
-                "buffers/*.ave")
+                "buffers/*.ave", "packed/*.ave")
     workloads = [p for pattern in patterns for p in sorted((ROOT / "examples").glob(pattern))]
     made = [m for p in workloads for m in mutants(p.read_text(), [op])]
     assert made, f"{op} applies to no shipped workload"

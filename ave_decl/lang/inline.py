@@ -28,6 +28,7 @@ from ..hw.dtypes import DTYPES
 from . import ast as A
 from .depth import check_nesting, children, walk
 from .errors import FrontEndError
+from .packed import vector_type
 from .resolve import BUILTINS
 from .source import CallSite, Span
 
@@ -257,7 +258,8 @@ class _Inliner:
         roots = [*body, *([ret] if ret is not None else [])]
         for root in roots:
             for n, shadowed in _names_with_scope(root):
-                if n.id not in bound and n.id not in shadowed and n.id not in self.known:
+                if n.id not in bound and n.id not in shadowed and n.id not in self.known \
+                        and vector_type(n.id) is None:
                     raise FrontEndError(f"name '{n.id}' in helper '{h.name}' is not one of its parameters or "
                                         f"locals, nor a parameter or size of the kernel: pass it as an argument",
                                         replace(n.span, via=via))

@@ -42,7 +42,7 @@ BUILTINS = {
     "lane_id", "wave_id", "warp_id", "shared", "local", "row_major", "col_major", "layout", "swizzle", "range",
     "min", "max", "async_copy", "async_wait", "async_commit", "lane_max", "lane_sum", *ELEMENTWISE, *SCHEDULING_HINTS,
     *LANE_EXCHANGE, *SLOT_REDUCTIONS, "make_rsrc", "raw_buffer_load", "raw_buffer_store",
-    "buffer_load_lds", "s_waitcnt",
+    "buffer_load_lds", "s_waitcnt", "pack", "bitcast", "perm", "prmt", "load_vec", "store_vec", "view",
 }
 
 
