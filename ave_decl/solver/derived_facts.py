@@ -44,15 +44,25 @@ def add_semantic_facts(kf: KernelFacts) -> None:
         info = view.loops[h]
         if not _unsat(enc, base + inst.constraints + [enc.int_term(info.lo, inst.env) >= enc.int_term(info.hi, inst.env)]):
             kf.add("may_be_empty", h)
+    data_guarded = {s for _k, s in kf.relation("data_guard")}
     for a, acc in view.accesses.items():
         if acc.kind not in ("store", "write_all"):
             continue
         space, size_eid = view.buffers[acc.buffer]
-        if space == "global" or view.all_guards(acc.stmt):
+        if space == "global" or acc.stmt in data_guarded:
             continue
+        guards = view.all_guards(acc.stmt)
+        if guards and space != "local":
+            continue  # other threads' guards decide which elements a shared store writes
+        # a register array's store under `if`s covers it, each time the `if`s let it run, when no
+        # condition depends on the loops whose iterations together write the array (a kill then
+        # needs the store to dominate the load: rules/dataflow.dl)
+        guard_loops = {n for eid, _ in guards for n in symbols(kf.table, eid) if n.startswith("loop:")}
         loops = view.enclosing_loops(acc.stmt)
         for depth in range(len(loops) + 1):
             level = loops[depth - 1] if depth else 0
+            if any(f"loop:{h}" in guard_loops for h in loops[depth:]):
+                continue
             if _covers(enc, base, acc, space, size_eid, loops[depth:], loops[:depth]):
                 kf.add("covers", a, level)
     add_lane_strides(kf, view, enc, base)
