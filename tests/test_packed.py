@@ -90,7 +90,8 @@ def test_tags_follow_each_half_through_a_permute_a_view_and_a_bitcast():
 
 
 def test_a_round_trip_through_a_packed_view_verifies_and_simulates(ave, tmp_path):
-    text = HEAD.replace("    t = thread_id(0)\n", '    tag(C, lambda r, c: (r, c), "C")\n    t = thread_id(0)\n') + """    S = shared(bf16, (64, 2))
+    tagged = HEAD.replace("    t = thread_id(0)\n", '    tag(C, lambda r, c: (r, c), "C")\n    t = thread_id(0)\n')
+    text = tagged + """    S = shared(bf16, (64, 2))
     W = view(S, u32, (64,))
     W[t] = perm(b, a, 0x03020100)      # all four bytes of the second operand: a
     syncthreads()
