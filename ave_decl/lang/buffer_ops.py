@@ -41,7 +41,7 @@ def _uses(module: A.Module) -> bool:
                for n in walk(s, into_lambdas=False))
 
 
-def _tensors(k: A.Kernel) -> dict[str, tuple[str, tuple[A.Expr, ...]]]:
+def tensor_params(k: A.Kernel) -> dict[str, tuple[str, tuple[A.Expr, ...]]]:
     """Tensor parameter -> (element type, dimensions), from `Tensor[dtype, (d0, d1, ...)]`."""
     out = {}
     for p in k.params:
@@ -81,7 +81,7 @@ def _offset(call: A.Call, first: int) -> A.Expr:
 
 class _Rewriter:
     def __init__(self, kernel: A.Kernel):
-        self.tensors = _tensors(kernel)
+        self.tensors = tensor_params(kernel)
         # shared buffers declared in the kernel (row-major: LDS byte addresses are their offsets):
         # name -> (element type, dimensions)
         self.shared = {s.target.id: (s.value.args[0].id, tuple(s.value.args[1].elts))

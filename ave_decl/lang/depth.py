@@ -11,6 +11,7 @@ limit of 1000 whatever the caller's own depth. Real kernels nest about 14 levels
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from . import ast as A
 from .errors import FrontEndError
@@ -42,6 +43,31 @@ def walk(node, into_lambdas: bool = True) -> Iterator:
         yield n
         if into_lambdas or not isinstance(n, A.Lambda):
             stack.extend(reversed(children(n)))
+
+
+def rewrite(node, fn):
+    """`node` rebuilt top-down: where `fn` returns a node, that node replaces the subtree. Unchanged
+    subtrees are kept (so other nodes keep their identity); lambdas are left alone (their names
+    are their parameters)."""
+    got = fn(node)
+    if got is not None:
+        return got
+    if not hasattr(node, "__dataclass_fields__") or isinstance(node, A.Lambda):
+        return node
+    changes = {}
+    for name in node.__dataclass_fields__:
+        if name == "span":
+            continue
+        value = getattr(node, name)
+        if isinstance(value, tuple):
+            new = tuple(rewrite(v, fn) for v in value)
+            if any(a is not b for a, b in zip(new, value)):
+                changes[name] = new
+        elif hasattr(value, "__dataclass_fields__"):
+            new = rewrite(value, fn)
+            if new is not value:
+                changes[name] = new
+    return replace(node, **changes) if changes else node
 
 
 def _roots(kernel: A.Kernel | A.Helper) -> list:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from . import ast as A
-from .depth import walk
+from .depth import rewrite, walk
 from .errors import FrontEndError
 
 NAMES = ("load", "store")
@@ -61,24 +61,7 @@ def _find_loads(e, out: list[A.Call]) -> None:
 def substitute(e, target: A.Call, by: A.Expr):
     """`e` with the call node `target` (by identity) replaced by `by` (unchanged subtrees are
     kept, so other nodes keep their identity)."""
-    if e is target:
-        return by
-    if not hasattr(e, "__dataclass_fields__") or isinstance(e, A.Lambda):
-        return e
-    changes = {}
-    for name in e.__dataclass_fields__:
-        if name == "span":
-            continue
-        v = getattr(e, name)
-        if isinstance(v, tuple):
-            new = tuple(substitute(x, target, by) for x in v)
-            if any(a is not b for a, b in zip(new, v)):
-                changes[name] = new
-        elif hasattr(v, "__dataclass_fields__"):
-            new = substitute(v, target, by)
-            if new is not v:
-                changes[name] = new
-    return replace(e, **changes) if changes else e
+    return rewrite(e, lambda n: by if n is target else None)
 
 
 def _one_load(value: A.Expr, where: str) -> A.Call | None:

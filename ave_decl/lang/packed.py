@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 
 from ..hw.dtypes import DTYPE_BYTES, DTYPES
 from . import ast as A
-from .buffer_ops import _tensors
+from .buffer_ops import tensor_params
 from .consts import const_int
-from .depth import walk
+from .depth import rewrite, walk
 from .errors import FrontEndError
 
 CALLS = ("pack", "bitcast", "perm", "prmt", "load_vec", "store_vec", "view")
@@ -160,29 +160,33 @@ def _names_in(e, name: str) -> bool:
 class _Rewriter:
     def __init__(self, kernel: A.Kernel):
         self.storages: dict[str, _Storage] = {
-            n: _Storage(dt, dims, "tensor") for n, (dt, dims) in _tensors(kernel).items()}
+            n: _Storage(dt, dims, "tensor") for n, (dt, dims) in tensor_params(kernel).items()}
         self.views: dict[str, _View] = {}
         self.vectors: dict[str, Packed] = {}  # register vectors made here (a local of `n` parts)
         self.vector_arrays: dict[str, Packed] = {}  # local(bf16x2, dims): one Packed per trailing row
         self.hoisted: list[A.Stmt] = []
-        self.taken = {n.id for s in kernel.body for n in walk(s) if isinstance(n, A.Name)}
+        self.kernel = kernel
+        self._taken: set[str] | None = None  # the kernel's names, gathered on the first fresh name
 
     # ------------------------------------------------------------ statements
     def block(self, body: tuple[A.Stmt, ...]) -> tuple[A.Stmt, ...]:
         out: list[A.Stmt] = []
         for s in body:
             if isinstance(s, A.For):
-                out.append(replace(s, body=self.block(s.body)))
+                inner = self.block(s.body)
+                out.append(s if inner is s.body else replace(s, body=inner))
             elif isinstance(s, A.If):
-                out.append(replace(s, cond=self.scalar(s.cond), body=self.block(s.body),
-                                   orelse=self.block(s.orelse)))
+                cond, then, orelse = self.expr(s.cond), self.block(s.body), self.block(s.orelse)
+                same = cond is s.cond and then is s.body and orelse is s.orelse
+                out.append(s if same else replace(s, cond=cond, body=then, orelse=orelse))
             elif isinstance(s, A.Assign):
                 out.extend(self.assign(s))
             elif isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.func_name == "store_vec":
                 out.extend(self.store_vec(s, s.expr))
             else:
-                out.append(self.scalar(s))
-        return tuple(out)
+                out.append(self.expr(s))
+        unchanged = len(out) == len(body) and all(a is b for a, b in zip(out, body))
+        return body if unchanged else tuple(out)  # identity tells the caller nothing was rewritten
 
     def assign(self, s: A.Assign) -> list[A.Stmt]:
         target, value = s.target, s.value
@@ -197,7 +201,7 @@ class _Rewriter:
         if isinstance(target, A.Subscript) and self._location(target) is not None:
             return self.store(s, target, value, packed)
         if packed is None:
-            return [self.scalar(s)]
+            return [self.expr(s)]
         if not isinstance(target, A.Name):
             raise _err(f"a {packed.info.type} value can be assigned to a name or stored into a row or a view "
                        f"element", target)
@@ -329,7 +333,6 @@ class _Rewriter:
                        call.args[2])
         strides = self._strides(call.kwarg("layout"), shape)
         self.views[target.id] = _View(base.id, dims, Packed(st.dtype, k, dt.id), shape, strides)
-        self.taken.add(target.id)
 
     def _strides(self, e: A.Expr | None, shape: tuple[int, ...]) -> tuple[int, ...]:
         """A view's element order: row_major (the default) or col_major of its shape. (A swizzled
@@ -477,7 +480,7 @@ class _Rewriter:
         if st.space != "local" and info.nbytes not in MEMORY_VECTOR_BYTES:
             raise _err(f"a row of {name} is {info.nbytes} bytes; a vector load or store of {st.space} memory "
                        f"moves 4, 8 or 16", e)
-        idx = tuple(self.index(i) for i in e.indices)
+        idx = tuple(self.expr(i) for i in e.indices)
         return _uniform(info, lambda j: A.Subscript(e.value, (*idx, j), e.span, lanes=last), e.span)
 
     def _view_parts(self, v: _View, e: A.Subscript) -> _Parts:
@@ -486,7 +489,7 @@ class _Rewriter:
         sp = e.span
         off: A.Expr = A.Int(0, sp)
         for i, stride in zip(e.indices, v.strides):
-            off = _add(off, _mul(stride, self.index(i), sp), sp)
+            off = _add(off, _mul(stride, self.expr(i), sp), sp)
         k = v.packed.n
         base = _mul(k, off, sp)
         return _uniform(v.packed, lambda j: A.Subscript(A.Name(v.storage, sp), _unravel(_add(base, j, sp), v.dims, sp),
@@ -504,7 +507,7 @@ class _Rewriter:
         if st.space != "local" and n * DTYPE_BYTES[st.dtype] not in MEMORY_VECTOR_BYTES:
             raise _err(f"a vector access of {st.space} memory moves 4, 8 or 16 bytes, not "
                        f"{n * DTYPE_BYTES[st.dtype]}", ref)
-        idx = tuple(self.index(i) for i in ref.indices)
+        idx = tuple(self.expr(i) for i in ref.indices)
         sp = ref.span
         return _uniform(Packed(st.dtype, n, shown),
                         lambda j: A.Subscript(ref.value, (*idx[:-1], _add(idx[-1], j, sp)), sp, lanes=n), sp)
@@ -515,16 +518,9 @@ class _Rewriter:
         raise _err("an element of a tensor, shared or local buffer expected", ref)
 
     # ------------------------------------------------------------ scalar positions
-    def scalar(self, s):
-        """A statement or expression with no packed value of its own: scalar view elements become
-        storage elements; a packed construct here is misplaced."""
-        return self.expr(s)
-
-    def index(self, e: A.Expr) -> A.Expr:
-        return self.expr(e)
-
     def expr(self, node):
-        """`node` with every scalar view element replaced by its storage element."""
+        """`node` (a statement or expression with no packed value of its own) with every scalar view
+        element replaced by its storage element; a packed construct here is misplaced."""
         views = False
         for n in walk(node, into_lambdas=False):
             if isinstance(n, A.Call) and n.func_name in CALLS:
@@ -532,7 +528,7 @@ class _Rewriter:
                     "assigned to a name" if n.func_name == "view" else "a packed value: assign it to a name or store it"
                 raise _err(f"{n.func_name}(...) is {what}", n)
             views = views or (isinstance(n, A.Name) and n.id in self.views)
-        return _map(node, self._scalar_view) if views else node
+        return rewrite(node, self._scalar_view) if views else node
 
     def _scalar_view(self, n):
         if isinstance(n, A.Subscript) and isinstance(n.value, A.Name) and n.value.id in self.views:
@@ -564,39 +560,17 @@ class _Rewriter:
         return f"'{e.value.id}[...]'" if isinstance(e.value, A.Name) else "the element"
 
     def _fresh(self, base: str) -> str:
+        if self._taken is None:
+            self._taken = {n.id for s in self.kernel.body for n in walk(s) if isinstance(n, A.Name)}
         name = base
-        while name in self.taken:
+        while name in self._taken:
             name += "_"
-        self.taken.add(name)
+        self._taken.add(name)
         return name
 
     @staticmethod
     def _rename(e: A.Expr, old: str, new: str) -> A.Expr:
-        return _map(e, lambda n: A.Name(new, n.span) if isinstance(n, A.Name) and n.id == old else None)
-
-
-def _map(node, fn):
-    """`node` rebuilt top-down: where `fn` returns a node, that node replaces the subtree (lambdas
-    are left alone: their names are their parameters)."""
-    got = fn(node)
-    if got is not None:
-        return got
-    if not hasattr(node, "__dataclass_fields__") or isinstance(node, A.Lambda):
-        return node
-    changes = {}
-    for name in node.__dataclass_fields__:
-        if name == "span":
-            continue
-        value = getattr(node, name)
-        if isinstance(value, tuple):
-            new = tuple(_map(v, fn) if hasattr(v, "__dataclass_fields__") else v for v in value)
-            if any(a is not b for a, b in zip(new, value)):
-                changes[name] = new
-        elif hasattr(value, "__dataclass_fields__"):
-            new = _map(value, fn)
-            if new is not value:
-                changes[name] = new
-    return replace(node, **changes) if changes else node
+        return rewrite(e, lambda n: A.Name(new, n.span) if isinstance(n, A.Name) and n.id == old else None)
 
 
 def desugar_packed(module: A.Module) -> A.Module:
@@ -606,5 +580,5 @@ def desugar_packed(module: A.Module) -> A.Module:
     for k in module.kernels:
         r = _Rewriter(k)
         body = r.block(k.body)
-        kernels.append(replace(k, body=tuple(r.hoisted) + body) if r.hoisted or body != k.body else k)
+        kernels.append(k if body is k.body and not r.hoisted else replace(k, body=tuple(r.hoisted) + body))
     return replace(module, kernels=tuple(kernels))
