@@ -15,6 +15,7 @@ import numpy as np
 
 from .codegen import Backend, CompiledKernel, get_backend
 from .codegen.dtypes import NUMPY_STORAGE
+from .codegen.uniform import barrier_under_warp_condition
 from .lang import ast as A
 from .lang.consts import const_int
 from .lang.errors import AveError, ExitCode, FrontEndError, UsageError
@@ -59,8 +60,20 @@ class KernelRun:
     verdict: str = ""
 
 
-def _verdicts(src: SourceFile, timeout: float) -> dict[str, tuple[str, str]]:
-    """kernel -> (verdict, the first counting finding as `invariant at line N`) from the verifier."""
+@dataclass(frozen=True)
+class Gate:
+    """What the verifier said of a kernel before it is compiled."""
+
+    verdict: str  # VERIFIED, or `unchecked` under --unverified
+    barriers_proven: bool  # ave/barrier-divergence holds: wave-specialized barriers may be compiled
+
+
+BARRIER_INVARIANT = "ave/barrier-divergence"
+
+
+def _verdicts(src: SourceFile, timeout: float) -> dict[str, tuple[str, str, bool]]:
+    """kernel -> (verdict, the first counting finding as `invariant at line N`, whether every
+    ave/barrier-divergence obligation is proven) from the verifier."""
     from .pipeline import Options, run
 
     report = run([src], Options(timeout_s=timeout, violation_sets=False), [])
@@ -70,26 +83,33 @@ def _verdicts(src: SourceFile, timeout: float) -> dict[str, tuple[str, str]]:
     for k in report.kernels:
         first = next((f for f in k.findings if f.counts and f.verdict.value != "VERIFIED"), None)
         why = f"{first.invariant} at line {first.location.line}" if first is not None else ""
-        out[k.kernel] = (k.verdict.value, why)
+        barriers = [f.verdict.value for f in k.findings if f.invariant == BARRIER_INVARIANT]
+        out[k.kernel] = (k.verdict.value, why, bool(barriers) and set(barriers) == {"VERIFIED"})
     return out
 
 
-def _gate(src: SourceFile, kernels: list[A.Kernel], unverified: bool, timeout: float) -> dict[str, str]:
+def _gate(src: SourceFile, kernels: list[A.Kernel], unverified: bool, timeout: float) -> dict[str, Gate]:
     if unverified:  # the verdict is ignored, never the front end's checks (names, ranks, arities, types)
         from .pipeline import front_end
 
         for e in front_end([src]).errors:
             raise PipelineError(e)
-        return {k.name: "unchecked" for k in kernels}
+        # a barrier under a wave-dependent `if` hangs the block unless every wave reaches it: that
+        # one proof is still needed (and only then is the verifier run)
+        needs = any(barrier_under_warp_condition(k.body) is not None for k in kernels)
+        proofs = _verdicts(src, timeout) if needs else {}
+        proven = {k.name: proofs.get(k.name, ("", "", False))[2] for k in kernels}
+        return {k.name: Gate(f"unchecked{f' ({BARRIER_INVARIANT} proven)' if proven[k.name] else ''}", proven[k.name])
+                for k in kernels}
     verdicts = _verdicts(src, timeout)
     for k in kernels:
-        verdict, why = verdicts.get(k.name, ("UNKNOWN", ""))
+        verdict, why, _ = verdicts.get(k.name, ("UNKNOWN", "", False))
         if verdict != "VERIFIED":
             code = ExitCode.VIOLATION if verdict == "VIOLATION" else ExitCode.INCONCLUSIVE
             detail = f" ({why})" if why else ""
             raise NotVerified(f"refusing to compile {k.name}: the verifier says {verdict}{detail}; `ave check` "
                               f"shows why, --unverified compiles it anyway", k.span, code)
-    return {k.name: verdicts[k.name][0] for k in kernels}
+    return {k.name: Gate(verdicts[k.name][0], verdicts[k.name][2]) for k in kernels}
 
 
 def _select(module: A.Module, kernel: str | None, path: str) -> list[A.Kernel]:
@@ -113,8 +133,8 @@ def compile_source(src: SourceFile, target: str, arch: str | None = None, stage:
     verdicts = _gate(src, kernels, unverified, timeout)  # after the cheap usage checks: no wasted proof
     out = []
     for k in kernels:
-        compiled = backend.compile(k, imports, arch, stage)
-        compiled.info.notes.append(f"verifier: {verdicts[k.name]}")
+        compiled = backend.compile(k, imports, arch, stage, verdicts[k.name].barriers_proven)
+        compiled.info.notes.append(f"verifier: {verdicts[k.name].verdict}")
         out.append(compiled)
     return out
 
@@ -179,7 +199,7 @@ def run_source(src: SourceFile, target: str, sizes: dict[str, int], kernel: str 
     runs = []
     for k in kernels:
         t0 = time.perf_counter()
-        compiled = backend.compile(k, imports, arch)
+        compiled = backend.compile(k, imports, arch, barriers_proven=verdicts[k.name].barriers_proven)
         backend.prepare(compiled)
         compile_s = time.perf_counter() - t0
         missing = [n for n in compiled.signature.sizes if n not in sizes]
@@ -188,10 +208,10 @@ def run_source(src: SourceFile, target: str, sizes: dict[str, int], kernel: str 
         inputs, outputs, run_s = launch_kernel(backend, compiled, k, sizes, seed)
         ref = reference_of(k)
         run = KernelRun(k.name, target, {n: sizes[n] for n in compiled.signature.sizes}, None,
-                        compile_s=compile_s, run_s=run_s, verdict=verdicts[k.name])
+                        compile_s=compile_s, run_s=run_s, verdict=verdicts[k.name].verdict)
         if ref is not None:
             expected = evaluate_reference(ref, inputs, run.sizes)
-            run.comparison = compare(outputs[ref.output], expected)
+            run.comparison = compare(outputs[ref.output], expected, ref.tolerance)
             run.comparison["output"] = ref.output
             run.ok = bool(run.comparison["ok"])
         runs.append(run)

@@ -134,7 +134,7 @@ def host_section(examples: list[Path], repeat: int, sim_repeat: int) -> None:
             runs = [launch_kernel(host, compiled, k, sizes) for _ in range(max(1, repeat))]
             run_s = min(r[2] for r in runs)
             inputs, outputs, _ = runs[-1]
-            got = compare(outputs[ref.output], evaluate_reference(ref, inputs, sizes))
+            got = compare(outputs[ref.output], evaluate_reference(ref, inputs, sizes), ref.tolerance)
             at = ",".join(f"{n}={v}" for n, v in sizes.items())
             row = (f"   {k.name:24} {at:26} {(compile_s + prep_s) * 1e3:8.0f} {run_s * 1e3:9.1f}"
                    f" {'ok' if got['ok'] else 'DIFF':>4}")

@@ -37,17 +37,19 @@ def kernels_of(path: Path):
     return src, module, resolve_imports(module)
 
 
-def run_on(backend: Backend | str, text_or_path, sizes: dict[str, int], seed: int = 0, stage: str | None = None):
-    """(comparison with the reference or None, inputs, outputs) of the file's first kernel."""
+def run_on(backend: Backend | str, text_or_path, sizes: dict[str, int], seed: int = 0, stage: str | None = None,
+           barriers_proven: bool = False):
+    """(comparison with the reference or None, inputs, outputs) of the file's first kernel;
+    `barriers_proven` as the verifier's ave/barrier-divergence would say (Backend.compile)."""
     backend = get_backend(backend) if isinstance(backend, str) else backend
     path = Path(text_or_path) if isinstance(text_or_path, Path) else None
     src = SourceFile(str(path) if path else "t.ave", path.read_text() if path else text_or_path)
     module = parse_source(src)
     k = module.kernels[0]
-    compiled = backend.compile(k, resolve_imports(module), None, stage)
+    compiled = backend.compile(k, resolve_imports(module), None, stage, barriers_proven)
     inputs, outputs, _ = launch_kernel(backend, compiled, k, sizes, seed)
     ref = reference_of(k)
-    result = compare(outputs[ref.output], evaluate_reference(ref, inputs, sizes)) if ref else None
+    result = compare(outputs[ref.output], evaluate_reference(ref, inputs, sizes), ref.tolerance) if ref else None
     return result, inputs, outputs
 
 

@@ -66,6 +66,19 @@ def test_run_exits_1_when_the_output_differs(ave):
     assert run["ok"] is False and run["comparison"]["mismatched"] > 0 and run["verdict"] == "unchecked"
 
 
+@pytest.mark.parametrize("sizes", ["M=1,N=1,K=64", "M=33,N=33,K=64"])
+def test_an_out_of_bounds_store_under_unverified_is_a_located_fault_not_a_crash(ave, sizes):
+    """The host target checks every access: the tail kernel's unmasked store used to corrupt the
+    heap of the ave process itself (a segfault or a glibc abort)."""
+    bug = EXAMPLES / "tails" / "gemm_tail_unmasked_store.ave"
+    r = ave("run", bug, "--unverified", "--sizes", sizes)
+    line = next(i + 1 for i, ln in enumerate(bug.read_text().splitlines()) if "C[row, col] = acc[r]" in ln)
+    assert r.code == 1 and r.err.startswith(f"{bug}:{line}:9: error: out-of-bounds store to C: the host target "
+                                            "checks every access"), r.err
+    r = ave("run", EXAMPLES / "tails" / "gemm_tail.ave", "--unverified", "--sizes", sizes)
+    assert r.code == 0 and r.out.startswith("ok "), r.out + r.err
+
+
 def test_run_rejects_sizes_the_kernel_does_not_admit(ave):
     r = ave("run", EXAMPLES / "gemm_naive.ave", "--sizes", "M=17,N=16,K=8")
     assert r.code == 3 and "the sizes violate assume(...)" in r.err

@@ -21,6 +21,7 @@ KERNELS = DATA / "codegen"
     ("unrolled_variable_reassigned", {}),
     ("shared_inside_if", {"n": 5}),  # the array's pointer must dominate its uses
     ("float_floor_divmod", {}),  # numpy's divmod: 1.0 // 0.1 == 9
+    ("warp_uniform_warp_operations", {}),  # lane reductions and shuffles under `if warp_id() < 2`
 ])
 def test_host_computes_what_the_simulator_computes(name, sizes):
     path = KERNELS / f"{name}.ave"
@@ -36,11 +37,17 @@ def test_integer_input_tensors_hold_integers():
     assert result["ok"] and result["max_abs"] == 0.0, result
 
 
-@pytest.mark.parametrize("name, what", [("divergent_barrier", "syncthreads()"), ("divergent_lane_max", "lane_max()")])
-def test_a_barrier_or_warp_operation_under_a_divergent_if_is_refused(name, what):
+@pytest.mark.parametrize("name, what, where", [
+    ("divergent_barrier", "syncthreads()", "`if` of line 4"),
+    ("divergent_lane_max", "lane_max()", "`if` of line 5"),
+    ("control_dependent_barrier", "syncthreads()", "`if` of line 7"),  # x differs because it is assigned under t < 5
+    ("thread_trip_count_shuffle", "shuffle_xor()", "loop of line 5"),
+])
+def test_a_barrier_or_warp_operation_under_a_divergent_if_is_refused(name, what, where):
     with pytest.raises(CodegenError) as err:
-        run_on("host", KERNELS / f"{name}.ave", {})
-    assert err.value.message.startswith(f"{what} inside the `if` of line") and err.value.span is not None
+        run_on("host", KERNELS / f"{name}.ave", {}, barriers_proven=True)  # a proof of matched barriers is no help
+    assert err.value.message.startswith(f"{what} inside the {where}, whose ") and err.value.span is not None
+    assert "may differ between threads" in err.value.message
 
 
 def test_emit_to_a_directory_is_a_one_line_usage_error(ave, tmp_path):

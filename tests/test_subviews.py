@@ -60,9 +60,12 @@ def test_bad_subviews_are_located_errors(body, words, tmp_path, ave):
     assert words in front_end_error(ave, tmp_path / "k.ave", ONE_WAVE + body)
 
 
-def test_the_code_generators_refuse_subviews_with_a_located_error(ave):
-    r = ave("emit", "--target", "host", ONE)
-    assert r.code == 6 and "subview() is not supported by the code generator" in r.out + r.err
+def test_subviews_compile_to_offsets_into_the_one_allocation(ave):
+    r = ave("run", ONE)
+    assert r.code == 0 and "ok        one_allocation on host" in r.out, r.out + r.err
+    r = ave("emit", "--target", "nvptx", ONE)  # one 512-byte array; Q is 64 elements (256 bytes) in
+    assert r.code == 0 and ".shared .align 128 .b8 __ave_shared[512];" in r.out, r.out + r.err
+    assert any(ln.strip().startswith("st.shared.b32") and "+256]" in ln for ln in r.out.splitlines()), r.out
 
 
 def test_races_between_the_arms_of_an_if_meet_across_aliases():

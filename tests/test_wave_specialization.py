@@ -54,6 +54,27 @@ def _write(text: str, name: str = "k.ave"):
     return p
 
 
+def test_the_code_generator_compiles_matched_arms_only_with_the_proof(ave):
+    """A barrier under `if w < 4` hangs the block unless every wave reaches it: without the
+    verifier's ave/barrier-divergence proof the lowering refuses it (exit 6); --unverified still
+    runs that one proof, so the UNKNOWN example runs and matches, and the one-arm bug does not."""
+    from codegen_support import run_on
+
+    from ave_decl.codegen import CodegenError
+
+    with pytest.raises(CodegenError) as err:
+        run_on("host", MATCHED, {"N": 1024})
+    assert "differs between warps/waves" in err.value.message and "ave/barrier-divergence" in err.value.message
+    assert err.value.span.line == 20
+    r = ave("run", MATCHED, "--unverified")
+    assert r.code == 0 and "ok        producer_consumer" in r.out, r.out + r.err
+    assert "(verifier: unchecked (ave/barrier-divergence proven))" in r.out
+    r = ave("run", ONE_ARM, "--unverified")
+    assert r.code == 6 and "compiles only when the verifier proves ave/barrier-divergence" in r.err, r.err
+    r = ave("run", MATCHED)
+    assert r.code == 5 and "the verifier says UNKNOWN" in r.err, r.err
+
+
 def test_a_barrier_in_one_arm_only_is_a_replayed_violation():
     assert ONE_ARM.read_text().count("syncthreads()") == MATCHED.read_text().count("syncthreads()") - 1
     (f,) = [f for f in _findings(ave_decl.check(ONE_ARM, confirm=True), "ave/barrier-divergence")

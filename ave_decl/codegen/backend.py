@@ -103,7 +103,10 @@ class Backend:
             raise UsageError(f"target {self.name} accepts --arch {', '.join(self.archs)} (not {arch})")
         return arch
 
-    def compile(self, kernel: A.Kernel, imports: dict, arch: str | None = None, stage: str | None = None) -> CompiledKernel:
+    def compile(self, kernel: A.Kernel, imports: dict, arch: str | None = None, stage: str | None = None,
+                barriers_proven: bool = False) -> CompiledKernel:
+        """`barriers_proven`: the verifier proved ave/barrier-divergence for the kernel (its
+        wave-specialized arms reach the same barriers), so those barriers may be compiled."""
         arch = self.check_arch(arch)
         stage = stage or self.default_stage
         if stage not in self.stages:
@@ -111,7 +114,7 @@ class Backend:
         reason = self.applies(kernel, imports)
         if reason is not None:
             raise CodegenError(reason, kernel.decorator.span)
-        module, info = lower_kernel(kernel, imports, self.target(arch))
+        module, info = lower_kernel(kernel, imports, self.target(arch), barriers_proven)
         compiled = CompiledKernel(kernel.name, self.name, arch, signature(kernel), info, module)
         self.build(compiled, stage)
         return compiled

@@ -28,6 +28,10 @@ EXCHANGE_WORDS = 64  # 4-byte words of exchange per lane (the largest operand se
 # tid[4], bid[4], shared, block barrier, warp barrier, warp exchange, argument block
 CTX = ir.LiteralStructType([ir.ArrayType(I32, 4), ir.ArrayType(I32, 4), PTR, PTR, PTR, PTR, PTR])
 TID, BID, SHARED, BLOCK_BARRIER, WARP_BARRIER, EXCHANGE, ARGS = range(7)
+FAULT_WORD = "__ave_fault"  # the smallest access site that went out of bounds, NO_FAULT if none
+NO_FAULT = 0xFFFFFFFF
+SCRATCH = "__ave_scratch"  # where out-of-bounds accesses go (room for a 16-byte vector or ldmatrix row)
+SCRATCH_WORDS = 16
 
 
 @lru_cache(maxsize=None)
@@ -80,6 +84,25 @@ class HostTarget(CodegenTarget):
         fn = self.module.globals.get("pthread_barrier_wait") or ir.Function(
             self.module, ir.FunctionType(I32, [PTR]), name="pthread_barrier_wait")
         b.call(fn, [barrier])
+
+    # ------------------------------------------------------- bounds checks
+    def guard(self, b, ptr, index, extent, site):
+        """An access outside its buffer reads or writes a scratch slot instead of memory the
+        process owns, and lowers the fault word to its site (the smallest faulting site wins,
+        whatever the thread schedule): `ave run --unverified` of a kernel with an out-of-bounds
+        store reports it instead of corrupting the heap."""
+        inside = b.icmp_unsigned("<", index, extent)
+        with b.if_then(b.not_(inside), likely=False):
+            b.atomic_rmw("umin", self._global(FAULT_WORD, I32, NO_FAULT), ir.Constant(I32, site), "monotonic")
+        return b.select(inside, ptr, b.bitcast(self._global(SCRATCH, ir.ArrayType(I32, SCRATCH_WORDS), 0), ptr.type))
+
+    def _global(self, name: str, ty: ir.Type, init: int) -> ir.GlobalVariable:
+        g = self.module.globals.get(name)
+        if g is None:
+            g = ir.GlobalVariable(self.module, ty, name=name)
+            g.initializer = ir.Constant(ty, init if isinstance(ty, ir.IntType) else None)
+            g.align = 16
+        return g
 
     def shared_array(self, b, module, name, elem, count, offset):
         base = self._field(b, SHARED)

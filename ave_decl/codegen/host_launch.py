@@ -18,7 +18,8 @@ from llvmlite import ir
 
 from .abi import KernelSignature, TensorParam
 from .dtypes import I8, I32, I64, NUMPY_STORAGE
-from .host import CTX, EXCHANGE_WORDS, PTR, host_machine, new_host_machine
+from .errors import LaunchFailed
+from .host import CTX, EXCHANGE_WORDS, FAULT_WORD, NO_FAULT, PTR, host_machine, new_host_machine
 from .llvm import for_range, optimise
 from .target import LoweredKernel
 
@@ -156,9 +157,22 @@ class HostKernel:
         fn_type = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 5), ctypes.c_int64, ctypes.c_void_p,
                                    ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
         launch = fn_type(self.engine.get_function_address(LAUNCH))
+        fault = self._fault_word()
+        if fault is not None:
+            fault.value = NO_FAULT
         launch(slots.ctypes.data, ctxs.ctypes.data, threads.ctypes.data, barriers.ctypes.data, shared.ctypes.data,
                shared.size if self.info.shared_bytes else 0, exchange.ctypes.data, attr.ctypes.data, *grid)
+        if fault is not None and fault.value != NO_FAULT:
+            span, name, access = self.info.access_sites[fault.value]
+            raise LaunchFailed(f"out-of-bounds {access} {'to' if access == 'store' else 'from'} {name}: the host "
+                               f"target checks every access (on a GPU this {access} would reach memory outside "
+                               f"{name}); `ave check` shows the indices", span)  # type: ignore[arg-type]
         return bufs
+
+    def _fault_word(self) -> ctypes.c_uint32 | None:
+        """The module's fault word (host.guard), if the kernel accesses memory at all."""
+        address = self.engine.get_global_value_address(FAULT_WORD)
+        return ctypes.c_uint32.from_address(address) if address else None
 
 
 def jit(module_ir: ir.Module, sig: KernelSignature, info: LoweredKernel, kernel: ir.Function) -> HostKernel:

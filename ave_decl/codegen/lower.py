@@ -23,7 +23,7 @@ from .lower_exprs import ExprLowering
 from .lower_instrs import InstrLowering
 from .lower_memory import MemoryLowering
 from .target import CodegenTarget, LoweredKernel
-from .uniform import is_varying, varying_names
+from .uniform import BLOCK, THREAD, level, loop_level, name_levels
 from .values import ConstInt, GlobalTensor, LayoutConst, Val, Var
 
 UNROLL_TRIPS = 64  # a constant loop of at most this many iterations is unrolled...
@@ -53,15 +53,18 @@ def _trips(s: A.For) -> int | None:
 
 
 class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
-    def __init__(self, kernel: A.Kernel, imports: dict[str, Instruction | LoadMatrix], target: CodegenTarget):
+    def __init__(self, kernel: A.Kernel, imports: dict[str, Instruction | LoadMatrix], target: CodegenTarget,
+                 barriers_proven: bool = False):
         self.k = kernel
+        self.barriers_proven = barriers_proven  # ave/barrier-divergence holds: every wave reaches the same barriers
         self.imports = imports
         self.t = target
         self.sig: KernelSignature = signature(kernel)
         self.kinds = K.infer(kernel, imports)
         self.defs = single_assignments(kernel.body)
-        self.varying = varying_names(kernel.body)
-        self.divergent: list[A.If] = []  # the enclosing `if`s whose condition may differ between threads
+        self.levels = name_levels(kernel.body)
+        # the enclosing `if`s and loops whose condition or trip count may differ between threads, with its level
+        self.divergent: list[tuple[A.If | A.For, int]] = []
         self.module = ir.Module(name=kernel.name)
         self.module.triple = target.triple
         self.module.data_layout = target.data_layout
@@ -111,12 +114,19 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             lin = t if lin is None else self.b.add(self.b.mul(lin, ir.Constant(I32, self.sig.block[d])), t)
         return lin if lin is not None else ir.Constant(I32, 0)
 
-    def require_converged(self, what: str, e: A.Expr) -> None:
-        """Barriers and warp operations need every thread (lane) to reach them."""
-        if self.divergent:
-            line = self.divergent[-1].span.line
-            raise CodegenError(f"{what} inside the `if` of line {line}, whose condition may differ between threads: "
-                               f"undefined on a GPU (threads wait for threads that never arrive)", e.span)
+    def require_converged(self, what: str, e: A.Expr, barrier: bool = False) -> None:
+        """Warp operations need every lane of their warp; a barrier needs every thread of the block,
+        which under a warp-dependent condition only the verifier's proof guarantees (uniform.py)."""
+        for s, lv in reversed(self.divergent):
+            where = f"inside the {'`if`' if isinstance(s, A.If) else 'loop'} of line {s.span.line}"
+            if lv == THREAD:
+                raise CodegenError(f"{what} {where}, whose {'condition' if isinstance(s, A.If) else 'trip count'} "
+                                   f"may differ between threads: undefined on a GPU (threads wait for threads that "
+                                   f"never arrive)", e.span)
+            if barrier and not self.barriers_proven:
+                raise CodegenError(f"{what} {where}, which differs between warps/waves: it compiles only when the "
+                                   f"verifier proves ave/barrier-divergence (every wave reaches the same barriers)",
+                                   e.span)
 
     def require_group(self, size: int, e: A.Expr) -> None:
         if self.sig.group != size:
@@ -157,7 +167,7 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
         if name in NO_CODE:
             return
         if name == "syncthreads":
-            self.require_converged("syncthreads()", e)
+            self.require_converged("syncthreads()", e, barrier=True)
             return self.t.barrier(self.b)
         if name == "async_wait":
             if e.args:  # type: ignore[union-attr]
@@ -177,6 +187,8 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
         name = target.id
         if isinstance(value, A.Call) and value.func_name in ("shared", "local"):
             return self.alloc(name, value, s)
+        if isinstance(value, A.Call) and value.func_name == "subview" and "subview" not in self.env:
+            return self.subview(name, value)
         if isinstance(value, A.Call) and isinstance(self.imports.get(value.func_name), LoadMatrix):
             return self.ldmatrix(name, value, s)
         if isinstance(value, A.Call) and isinstance(self.imports.get(value.func_name), Instruction):
@@ -226,7 +238,12 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             raise CodegenError("a loop with non-constant bounds needs a constant, non-zero step", it.span)
         lo_v = self.as_int(self.expr(it.args[0])) if len(it.args) > 1 else ir.Constant(I32, 0)
         hi_v = self.as_int(self.expr(it.args[1] if len(it.args) > 1 else it.args[0]))
+        trips = loop_level(s, self.levels)
+        if trips > BLOCK:
+            self.divergent.append((s, trips))
         self.real_loop(s, lo_v, hi_v, step_v)
+        if trips > BLOCK:
+            self.divergent.pop()
 
     def unrolled(self, s: A.For, values: list[int]) -> None:
         saved = self.env.get(s.var)
@@ -266,9 +283,9 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
 
     def branch(self, s: A.If) -> None:
         cond = self.as_bool(self.expr(s.cond))
-        varying = is_varying(s.cond, self.varying)
-        if varying:
-            self.divergent.append(s)
+        varying = level(s.cond, self.levels)
+        if varying > BLOCK:
+            self.divergent.append((s, varying))
         b = self.b
         then, other, merge = (b.append_basic_block(x) for x in ("if.then", "if.else", "if.end"))
         b.cbranch(cond, then, other)
@@ -278,7 +295,7 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             if not self.b.block.is_terminated:
                 self.b.branch(merge)
         self.b.position_at_end(merge)
-        if varying:
+        if varying > BLOCK:
             self.divergent.pop()
 
     # -------------------------------------------------------------- calls
@@ -319,5 +336,8 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
         raise CodegenError(f"{name}() is not supported by the code generator", e.span)
 
 
-def lower_kernel(kernel: A.Kernel, imports: dict, target: CodegenTarget) -> tuple[ir.Module, LoweredKernel]:
-    return KernelLowering(kernel, imports, target).lower()
+def lower_kernel(kernel: A.Kernel, imports: dict, target: CodegenTarget,
+                 barriers_proven: bool = False) -> tuple[ir.Module, LoweredKernel]:
+    """`barriers_proven`: the verifier proved ave/barrier-divergence for this kernel, so barriers
+    under warp-dependent conditions (wave specialization) compile."""
+    return KernelLowering(kernel, imports, target, barriers_proven).lower()

@@ -80,7 +80,7 @@ class MemoryLowering:
                 offset = self.info.shared_bytes  # type: ignore[attr-defined]
                 self.info.shared_bytes = offset + -(-cosize * element_bytes(dtype) // SHARED_ALIGN) * SHARED_ALIGN  # type: ignore[attr-defined]
                 ptr = self.t.shared_array(self.ab, self.module, name, elem, cosize, offset)  # type: ignore[attr-defined]  (entry block: dominates every use)
-                arr = SharedArray(name, ptr, dtype, tuple(shape), layout)
+                arr = SharedArray(name, ptr, dtype, tuple(shape), layout, cosize)
                 if layout is not None:
                     arr.table = ExprTable()
                     arr.offset_eid = layout.offset(arr.table, tuple(arr.table.sym(f"c{i}") for i in range(len(shape))))
@@ -107,6 +107,18 @@ class MemoryLowering:
             self._fill_loop(arr, raw, count)
         self.env[name] = arr  # type: ignore[attr-defined]
 
+    def subview(self, name: str, e: A.Call) -> None:
+        """`V = subview(S, offset, shape)`: S's storage from element `offset` on, read row-major;
+        the front end checked that S has no layout and that the view lies inside it."""
+        storage = self.env.get(e.args[0].id) if len(e.args) == 3 and isinstance(e.args[0], A.Name) else None  # type: ignore[attr-defined]
+        if not isinstance(storage, SharedArray):
+            raise CodegenError("subview(shared, offset, shape) views a shared array", e.span)
+        offset = self.const_arg(e.args[1])  # type: ignore[attr-defined]
+        dims = e.args[2].elts if isinstance(e.args[2], A.Tuple) else (e.args[2],)
+        shape = tuple(self.const_arg(d) for d in dims)  # type: ignore[attr-defined]
+        ptr = self.ab.gep(storage.ptr, [ir.Constant(I32, offset)], source_etype=storage_type(storage.dtype))  # type: ignore[attr-defined]
+        self.env[name] = SharedArray(name, ptr, storage.dtype, shape, None, int(np.prod(shape)))  # type: ignore[attr-defined]
+
     def _fill_loop(self, arr: LocalArray, raw: ir.Value, count: int) -> None:
         b = self.b
         for_range(b, self.ab.alloca(I32), ir.Constant(I32, count),  # type: ignore[attr-defined]
@@ -127,24 +139,33 @@ class MemoryLowering:
             raise CodegenError(f"{buf.name} has rank {rank}: {len(e.indices)} indices given", e.span)
         return buf
 
-    def address(self, e: A.Subscript) -> tuple[object, ir.Value]:
+    def address(self, e: A.Subscript, access: str = "load") -> tuple[object, ir.Value]:
         """The buffer and a pointer to the element `e` names (its physical position); the
-        pointer's element type is `storage_type(buf.dtype)`."""
+        pointer's element type is `storage_type(buf.dtype)`. Each access is a numbered site the
+        target may guard (CodegenTarget.guard)."""
         buf = self.buffer(e)
         idx = self.indices(e)
         b = self.b
         if isinstance(buf, GlobalTensor):
             off = ir.Constant(I64, 0)
+            extent = ir.Constant(I64, 1)
             for c, d in zip(idx, buf.dims):
                 off = b.add(b.mul(off, b.sext(d.v, I64)), b.sext(c, I64))
-            return buf, b.gep(buf.ptr, [off], source_etype=storage_type(buf.dtype))
-        if isinstance(buf, SharedArray):
-            phys = self.layout_offset(buf, idx)
-            return buf, b.gep(buf.ptr, [phys], source_etype=storage_type(buf.dtype))
-        lin = ir.Constant(I32, 0)
-        for c, d in zip(idx, buf.shape):
-            lin = b.add(b.mul(lin, ir.Constant(I32, d)), c)
-        return buf, b.gep(buf.ptr, [ir.Constant(I32, 0), lin])
+                extent = b.mul(extent, b.sext(d.v, I64))
+            index, ptr = off, b.gep(buf.ptr, [off], source_etype=storage_type(buf.dtype))
+        elif isinstance(buf, SharedArray):
+            index = self.layout_offset(buf, idx)
+            extent = ir.Constant(I32, buf.cosize)
+            ptr = b.gep(buf.ptr, [index], source_etype=storage_type(buf.dtype))
+        else:
+            index = ir.Constant(I32, 0)
+            for c, d in zip(idx, buf.shape):
+                index = b.add(b.mul(index, ir.Constant(I32, d)), c)
+            extent = ir.Constant(I32, buf.count)
+            ptr = b.gep(buf.ptr, [ir.Constant(I32, 0), index])
+        site = len(self.info.access_sites)  # type: ignore[attr-defined]
+        self.info.access_sites.append((e.span, buf.name, access))  # type: ignore[attr-defined]
+        return buf, self.t.guard(b, ptr, index, extent, site)  # type: ignore[attr-defined]
 
     def layout_offset(self, buf: SharedArray, idx: list[ir.Value]) -> ir.Value:
         if buf.layout is None or buf.table is None:
@@ -190,14 +211,14 @@ class MemoryLowering:
         return Val(v, "int" if isinstance(v.type, ir.IntType) else "float")
 
     def store(self, target: A.Subscript, value: Val) -> None:
-        buf, ptr = self.address(target)
+        buf, ptr = self.address(target, "store")
         v = value.v if value.kind != "bool" else self.as_int(value)  # type: ignore[attr-defined]
         self.b.store(store_convert(self.b, v, buf.dtype), ptr)  # type: ignore[attr-defined]
 
     # ----------------------------------------------------- asynchronous copies
     def async_copy(self, e: A.Call) -> None:
         dst_e, src_e = self._copy_operands(e)
-        dst, dptr = self.address(dst_e)
+        dst, dptr = self.address(dst_e, "store")
         src, sptr = self.address(src_e)
         nbytes = element_bytes(dst.dtype)  # type: ignore[attr-defined]
         if dst.dtype == src.dtype and nbytes in VECTOR_BYTES and self.t.async_copy(self.b, dptr, sptr, nbytes):  # type: ignore[attr-defined]
@@ -227,7 +248,7 @@ class MemoryLowering:
         ptrs = []
         for i in range(n):
             self.env[loop.var] = ConstInt(i)  # type: ignore[attr-defined]
-            ptrs.append((self.address(dst_e)[1], self.address(src_e)[1]))
+            ptrs.append((self.address(dst_e, "store")[1], self.address(src_e)[1]))
         b = self.b
         ok = ir.Constant(ir.IntType(1), 1)
         esize = element_bytes(dst.dtype)  # type: ignore[union-attr]

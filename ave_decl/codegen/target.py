@@ -23,6 +23,9 @@ class LoweredKernel:
     block: tuple[int, ...] = ()
     group: int = 0
     notes: list[str] = field(default_factory=list)
+    # every memory access the lowering emitted, by site number: (span, buffer, "load" | "store");
+    # a target that checks bounds reports a fault by site (the host: host_launch.HostKernel.run)
+    access_sites: list[tuple[object, str, str]] = field(default_factory=list)
 
 
 class CodegenTarget:
@@ -63,6 +66,13 @@ class CodegenTarget:
                      offset: int) -> ir.Value:
         """A pointer (in `shared_space`) to `count` elements at byte `offset` of the block's shared memory."""
         raise NotImplementedError
+
+    def guard(self, b: ir.IRBuilder, ptr: ir.Value, index: ir.Value, extent: ir.Value, site: int) -> ir.Value:
+        """The pointer an access uses, given the element `index` it reaches in a buffer of `extent`
+        elements (same integer type). GPUs use `ptr` as it is: the verifier's bounds proofs stand
+        for the check; the host target, which runs unverified kernels in the tool's own process,
+        redirects an out-of-range access and records its site."""
+        return ptr
 
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, mask: int, lane: ir.Value) -> ir.Value:
         """The f32 `value` of lane `lane ^ mask` of the same warp/wave (all lanes take part)."""

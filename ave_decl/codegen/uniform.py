@@ -1,55 +1,107 @@
-"""Which `if` conditions may differ between the threads of a block (a conservative analysis).
+"""How far a value may differ between threads: the same in the whole block, the same within each
+warp/wave, or per thread (a conservative analysis).
 
-A barrier or a warp operation under such a condition is undefined on a GPU (`bar.sync` and
-`shfl.sync` with a full mask wait for threads that never come) and would hang the host
-target, so the lowering refuses it (exit 6). Varying: thread, lane and warp ids, data (any
-subscript), and names assigned from varying expressions anywhere (fixpoint). Sizes, constants,
-block ids and loop variables (the language's loop bounds are uniform) are uniform.
+Warp operations (matrix instructions, shuffles, lane reductions, ldmatrix) need every lane of
+their warp, so they may sit only under conditions that are the same within a warp; a
+`syncthreads()` needs every thread of the block, so under a condition that differs between warps
+(a wave-specialized `if wave_id() < 4:`) it is correct only when every wave reaches the same
+barriers, which the verifier's ave/barrier-divergence proves. Anything else would hang on the host
+target and is undefined on a GPU (`bar.sync`, `shfl.sync` and `s_barrier` wait for threads that
+never come), so the lowering refuses it (exit 6).
+
+Levels: BLOCK (sizes, constants, block ids, loop variables over uniform bounds), WARP (warp_id,
+wave_id, readfirstlane and what is computed from them alone) and THREAD (thread and lane ids, data:
+any subscript, lane exchanges). A name's level is the highest of every value assigned to it and of
+every condition and loop bound it is assigned under (a value assigned in one arm of a per-thread
+`if` differs between threads, whatever it is), to a fixpoint.
 """
 from __future__ import annotations
 
 from ..lang import ast as A
 
-VARYING_CALLS = {"thread_id", "lane_id", "warp_id", "wave_id", "lane_max", "lane_sum", "shuffle_xor", "shuffle",
-                 "readfirstlane"}
+BLOCK, WARP, THREAD = 0, 1, 2
+LEVEL_NAMES = {BLOCK: "the whole block", WARP: "each warp/wave", THREAD: "each thread"}
+
+CALL_LEVELS = {"thread_id": THREAD, "lane_id": THREAD, "warp_id": WARP, "wave_id": WARP, "readfirstlane": WARP,
+               "lane_max": THREAD, "lane_sum": THREAD, "shuffle_xor": THREAD, "shuffle": THREAD}
+BARRIERS = ("syncthreads",)
 
 
-def _mentions(e: A.Expr, varying: set[str]) -> bool:
+def level(e: A.Expr, names: dict[str, int]) -> int:
+    """The level of an expression given the levels of the names it reads."""
     if isinstance(e, A.Name):
-        return e.id in varying
+        return names.get(e.id, BLOCK)
     if isinstance(e, A.Subscript):
-        return True
-    if isinstance(e, A.Call) and e.func_name in VARYING_CALLS:
-        return True
+        return THREAD
+    if isinstance(e, A.Call) and e.func_name in CALL_LEVELS:
+        return CALL_LEVELS[e.func_name]
+    top = BLOCK
     for value in vars(e).values():
         for x in value if isinstance(value, tuple) else (value,):
-            if hasattr(x, "__dataclass_fields__") and not isinstance(x, A.Keyword) and _mentions(x, varying):
-                return True
-            if isinstance(x, A.Keyword) and _mentions(x.value, varying):
-                return True
-    return False
+            if isinstance(x, A.Keyword):
+                x = x.value
+            if hasattr(x, "__dataclass_fields__") and not isinstance(x, A.Lambda):
+                top = max(top, level(x, names))
+                if top == THREAD:
+                    return top
+    return top
 
 
-def varying_names(body: tuple[A.Stmt, ...]) -> set[str]:
-    varying: set[str] = set()
+def loop_level(s: A.For, names: dict[str, int]) -> int:
+    """The level of a loop's trip count (its range's arguments)."""
+    return level(s.iter, names)
 
-    def walk(stmts: tuple[A.Stmt, ...]) -> bool:
+
+def name_levels(body: tuple[A.Stmt, ...]) -> dict[str, int]:
+    names: dict[str, int] = {}
+
+    def raise_to(name: str, lv: int) -> bool:
+        if lv > names.get(name, BLOCK):
+            names[name] = lv
+            return True
+        return False
+
+    def walk(stmts: tuple[A.Stmt, ...], ctx: int) -> bool:
         changed = False
         for s in stmts:
             if isinstance(s, (A.Assign, A.AugAssign)) and isinstance(s.target, A.Name):
-                if s.target.id not in varying and _mentions(s.value, varying):
-                    varying.add(s.target.id)
-                    changed = True
+                lv = max(ctx, level(s.value, names))
+                if isinstance(s, A.AugAssign):
+                    lv = max(lv, names.get(s.target.id, BLOCK))
+                changed |= raise_to(s.target.id, lv)
             elif isinstance(s, A.For):
-                changed |= walk(s.body)
+                inner = max(ctx, loop_level(s, names))
+                changed |= raise_to(s.var, inner)
+                changed |= walk(s.body, inner)
             elif isinstance(s, A.If):
-                changed |= walk(s.body) | walk(s.orelse)
+                inner = max(ctx, level(s.cond, names))
+                changed |= walk(s.body, inner) | walk(s.orelse, inner)
         return changed
 
-    while walk(body):
+    while walk(body, BLOCK):
         pass
-    return varying
+    return names
 
 
-def is_varying(e: A.Expr, varying: set[str]) -> bool:
-    return _mentions(e, varying)
+def barrier_under_warp_condition(body: tuple[A.Stmt, ...]) -> A.Call | None:
+    """The first `syncthreads()` under a condition or loop that may differ between warps (but not
+    within one): it compiles only where ave/barrier-divergence is proven."""
+    names = name_levels(body)
+
+    def walk(stmts: tuple[A.Stmt, ...], ctx: int) -> A.Call | None:
+        for s in stmts:
+            if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.Call) and s.expr.func_name in BARRIERS:
+                if ctx == WARP:
+                    return s.expr
+            elif isinstance(s, A.For):
+                found = walk(s.body, max(ctx, loop_level(s, names)))
+                if found is not None:
+                    return found
+            elif isinstance(s, A.If):
+                inner = max(ctx, level(s.cond, names))
+                found = walk(s.body, inner) or walk(s.orelse, inner)
+                if found is not None:
+                    return found
+        return None
+
+    return walk(body, BLOCK)

@@ -46,6 +46,7 @@ class SharedArray:
     dtype: str
     shape: tuple[int, ...]
     layout: object  # hw.layout Layout / Composed / Swizzle-composed, or None for row-major
+    cosize: int  # elements of storage the layout spans (one past its largest offset)
     table: ExprTable | None = None  # the layout's offset expression over symbols c0..c{r-1}
     offset_eid: int = -1
 

@@ -16,6 +16,7 @@ from ..lang import ast as A
 from ..lang import printer
 from ..lang.errors import FrontEndError
 from ..lang.resolve import BUILTINS, resolve_imports
+from ..lang.reference import tolerance_value
 from ..lang.source import SourceFile, Span
 from .kernel_facts import KernelFacts
 from .lower_exprs import ExpressionLowering
@@ -185,14 +186,19 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
             raise self.err("a kernel needs the decorator @kernel(grid=..., block=..., wave=64 | warp=32)", dec)
         if dec.args:
             raise self.err("@kernel takes keyword arguments only: grid=, block=, wave= or warp=", dec)
-        known = {"grid", "block", "wave", "warp", "reference"}
+        known = {"grid", "block", "wave", "warp", "reference", "tolerance"}
         for kw in dec.kwargs:
             if kw.name not in known:
-                raise self.err(f"unknown @kernel argument '{kw.name}' (expected grid, block, wave, warp or "
-                               f"reference)", kw)
+                raise self.err(f"unknown @kernel argument '{kw.name}' (expected grid, block, wave, warp, "
+                               f"reference or tolerance)", kw)
         ref = dec.kwarg("reference")
         if ref is not None and not (isinstance(ref, A.Str) and "=" in ref.value):
             raise self.err('reference= takes a string such as "C = A @ B" (checked by ave simulate)', ref)
+        tol = dec.kwarg("tolerance")
+        if tol is not None:
+            if ref is None:
+                raise self.err("tolerance= bounds the error against reference=: give a reference", tol)
+            tolerance_value(tol)
         grid_e, block_e = dec.kwarg("grid"), dec.kwarg("block")
         if grid_e is None or block_e is None:
             raise self.err("@kernel needs grid= and block=", dec)

@@ -8,7 +8,7 @@ into the string where the kernel file allows it (`file:line:col`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Union
 
@@ -101,6 +101,9 @@ class Call:
 Node = Union[Num, Const, Name, Unary, Binary, Index, Call]
 
 
+DEFAULT_TOLERANCE = 1e-3
+
+
 @dataclass(frozen=True)
 class Reference:
     """`OUT = expression`: the output tensor and the expression it must equal."""
@@ -109,6 +112,7 @@ class Reference:
     expr: Node
     text: str  # the expression's text, for reports
     span: Span
+    tolerance: float = DEFAULT_TOLERANCE  # @kernel(tolerance=): the largest error relative to max |expected|
 
 
 # ---------------------------------------------------------------- the functions
@@ -454,7 +458,20 @@ def reference_of(kernel: A.Kernel) -> Reference | None:
         return None
     if not isinstance(ref, A.Str):
         raise FrontEndError('reference= takes a string "OUT = expression"', ref.span)
-    return parse_reference(ref.value, ref.span, kernel_names(kernel))
+    parsed = parse_reference(ref.value, ref.span, kernel_names(kernel))
+    tol = kernel.decorator.kwarg("tolerance")
+    return parsed if tol is None else replace(parsed, tolerance=tolerance_value(tol))
+
+
+def tolerance_value(e: A.Expr) -> float:
+    """`tolerance=` of @kernel: a number literal between 0 and 1 (a kernel that rounds what it
+    computes to bf16 on the way, as flash attention's P, differs from the exact reference by more
+    than the default 1e-3)."""
+    v = e.value if isinstance(e, (A.Int, A.Float)) and not isinstance(e.value, bool) else None
+    if v is None or not 0 < v < 1:
+        raise FrontEndError("tolerance= takes a number between 0 and 1 (the largest error relative to the "
+                            "reference's largest magnitude)", e.span)
+    return float(v)
 
 
 def check_references(module: A.Module) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..lang import ast as A
-from .state import ITYPE, LMAX, Buf, Data, Failure, masked_of
+from .state import ITYPE, LMAX, ROUND, Buf, Data, Failure, masked_of, narrow
 
 
 class MemoryModel:
@@ -149,6 +149,8 @@ class MemoryModel:
         bs, ts, lanes = self._lanes(self.active & ok)
         a = addr.reshape(-1)[lanes]
         vals = data.v.reshape(-1)[lanes]
+        if buf.dtype in ROUND:  # the element type's storage holds fewer bits: the hardware rounds on store
+            vals = narrow(np.asarray(vals, np.float32), buf.dtype)
         if buf.space == "global":
             cell = a
             np.add.at(self.write_counts.setdefault(buf.name, np.zeros(buf.size, np.int64)), a, 1)

@@ -36,7 +36,7 @@ def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None =
             if name not in result.outputs:
                 result.reference = {"ok": False, "why": f"the kernel never writes {name}", "output": name}
             else:
-                r = compare(result.outputs[name], evaluate_reference(ref, result.inputs, result.sizes))
+                r = compare(result.outputs[name], evaluate_reference(ref, result.inputs, result.sizes), ref.tolerance)
                 r["output"] = name
                 r["expression"] = ref.text
                 result.reference = r

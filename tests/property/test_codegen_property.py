@@ -33,7 +33,7 @@ def host_ok(text: str, sizes: dict[str, int]) -> tuple[bool, dict]:
     compiled = backend.compile(k, resolve_imports(module))
     inputs, outputs, _ = launch_kernel(backend, compiled, k, sizes, seed=1)
     ref = reference_of(k)
-    result = compare(outputs[ref.output], evaluate_reference(ref, inputs, sizes))
+    result = compare(outputs[ref.output], evaluate_reference(ref, inputs, sizes), ref.tolerance)
     return bool(result["ok"]), result
 
 
