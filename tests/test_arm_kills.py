@@ -1,6 +1,7 @@
 """Kills across the arms of an `if` and under guards (rules/dataflow.dl, solver/derived_facts.py):
 a register accumulator that a matrix instruction overwrites in *each* arm of a wave-specialized
-`if` no longer lets its initial value reach the epilogue; one arm alone does not kill it."""
+`if` no longer lets its initial value reach the epilogue; one arm alone does not kill it, and the
+counterexample is then a thread of the other arm."""
 from __future__ import annotations
 
 from conftest import EXAMPLES
@@ -45,6 +46,9 @@ def test_an_arm_that_does_not_accumulate_leaves_the_initial_value_live():
     k = _check(_specialized("            pass\n"))
     bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
     assert [f.invariant for f in bad] == ["ave/epilogue-placement"], [(f.invariant, f.message) for f in bad]
-    # the flow is path-insensitive: the counterexample's thread is not tied to the arm that skips
-    # the accumulation, so a replay at a thread of the other arm does not confirm it (UNKNOWN)
-    assert _check(_specialized("            pass\n"), confirm=True).verdict != Verdict.VERIFIED
+    # the accumulating arm's first MFMA is a kill instance (chains._first_iteration_kill): the
+    # counterexample's thread is one of the arm that skips it, and the replay confirms it
+    (f,) = [f for f in _check(_specialized("            pass\n"), confirm=True).findings
+            if f.verdict != Verdict.VERIFIED and f.severity == "error"]
+    assert f.verdict == Verdict.VIOLATION and f.replay["confirmed"], (f.message, f.replay)
+    assert f.counterexample.thread_linear >= 128, f.counterexample.thread_linear  # waves 2, 3: the `else` arm

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from codegen_support import run_on
+from conftest import DATA
 
 from ave_decl.codegen import CodegenError
 from ave_decl.lang.source import SourceFile
 from ave_decl.sim.run import simulate_source
-from conftest import DATA
 
 KERNELS = DATA / "codegen"
 

@@ -111,19 +111,19 @@ def test_enumeration_budget_is_work_and_repeatable():
     runs = []
     for _ in range(2):
         solver, q, variables = _k_pairing_query()
-        s = solver.enc.query_solver(10_000, [*solver.base, *q.constraints, q.violated, *solver.enc.side])
+        s = solver.enc.query_solver(10_000, solver.formulas(q))
         runs.append(enumerate_points(s, variables, total_rlimit=150_000))
     assert runs[0].points == runs[1].points and runs[0].calls == runs[1].calls
     assert not runs[0].complete and not runs[0].wall_clock and 0 < len(runs[0].points) < 256
     solver, q, variables = _k_pairing_query()
-    s = solver.enc.query_solver(10_000, [*solver.base, *q.constraints, q.violated, *solver.enc.side])
+    s = solver.enc.query_solver(10_000, solver.formulas(q))
     full = enumerate_points(s, variables)
     assert full.complete and len(full.points) == 256 and runs[0].points <= full.points
 
 
 def test_point_cap_is_a_count():
     solver, q, variables = _k_pairing_query()
-    s = solver.enc.query_solver(10_000, [*solver.base, *q.constraints, q.violated, *solver.enc.side])
+    s = solver.enc.query_solver(10_000, solver.formulas(q))
     capped = enumerate_points(s, variables, max_points=10)
     assert len(capped.points) == 10 and not capped.complete and capped.calls == 11
 

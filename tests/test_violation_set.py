@@ -87,7 +87,7 @@ def test_transposed_gemm_set_matches_per_point_enumeration():
     (ob,) = [o for o in derived["obligation"] if o[3] == "k_pairing"]
     (q,) = solver._queries(ob[1], ob[3], ob[4], ob[5])
     violating = set()
-    s = solver.enc.query_solver(10_000, [*solver.base, *q.constraints, q.violated, *solver.enc.side])
+    s = solver.enc.query_solver(10_000, solver.formulas(q))
     for lane, value in itertools.product(range(64), range(4)):
         s.push()
         s.add(q.extras["lane_a"] == lane, q.extras["slot_a"] == value)
@@ -117,7 +117,7 @@ def test_out_of_bounds_set_matches_concrete_enumeration():
 def _violating_threads(solver: KernelSolver, q, size: int) -> set[tuple[int]]:
     """One independent question per thread (push/pop on one solver: no blocking clauses)."""
     out = set()
-    s = solver.enc.query_solver(10_000, [*solver.base, *q.constraints, q.violated, *solver.enc.side])
+    s = solver.enc.query_solver(10_000, solver.formulas(q))
     for t in range(size):
         s.push()
         s.add(solver.enc.linear_thread(q.site) == t)

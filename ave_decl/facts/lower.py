@@ -15,8 +15,8 @@ from ..hw.targets import TARGETS
 from ..lang import ast as A
 from ..lang import printer
 from ..lang.errors import FrontEndError
-from ..lang.resolve import BUILTINS, resolve_imports
 from ..lang.reference import tolerance_value
+from ..lang.resolve import BUILTINS, resolve_imports
 from ..lang.source import SourceFile, Span
 from .kernel_facts import KernelFacts
 from .lower_exprs import ExpressionLowering

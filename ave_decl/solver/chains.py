@@ -8,7 +8,7 @@ iteration, address equality), and the program points passed, for the report.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import z3
 
@@ -16,6 +16,7 @@ from ..facts.view import KernelView
 from ..hw.instructions import INSTRUCTIONS, Instruction
 from ..lang import ast as A
 from ..lang.parser import parse_expression
+from .deferred import Deferred
 from .smt import Encoder, Instance, as_int
 
 MAX_DEPTH = 24
@@ -23,15 +24,21 @@ KILL_DEPTH = 3  # later iterations instantiated per overwriting store, at least 
 MAX_STAGES = 8  # a leading extent above this is a data dimension, not pipeline stages
 
 
-def kill_depth(view: KernelView) -> int:
-    """Iterations of kill instantiation for this kernel: a buffer of S stages (stage = iteration mod
-    S, the leading extent of a shared buffer of rank >= 3) is refilled every S iterations, so the
+def kill_depths(view: KernelView) -> dict[str, int]:
+    """Iterations of kill instantiation per buffer: a buffer of S stages (stage = iteration mod S,
+    the leading extent of a shared buffer of rank >= 3) is refilled every S iterations, so the
     overwrite that makes an older writer stale is at most S iterations later; S + 1 also covers a
-    reader one iteration off. At least KILL_DEPTH. Each instantiation is a necessary condition, so
-    any depth keeps the alternatives sound; too small a depth only costs precision."""
-    stages = [view.kf.table.nodes[dims[0]].value for b, dims in view.dims.items()
-              if view.buffers[b][0] == "shared" and len(dims) >= 3 and view.kf.table.nodes[dims[0]].op == "const"]
-    return max([KILL_DEPTH] + [s + 1 for s in stages if s <= MAX_STAGES])
+    reader one iteration off. KILL_DEPTH for every other buffer. Each instantiation is a necessary
+    condition, so any depth keeps the alternatives sound; too small a depth only costs precision.
+    (One depth for the whole kernel made a P buffer with a region per wave, (8, 32, 32), give every
+    register array 9 instantiations: 500 constraints per query in the production attention.)"""
+    out = {}
+    for b, dims in view.dims.items():
+        stages = view.kf.table.nodes[dims[0]] if dims else None
+        staged = (view.buffers[b][0] == "shared" and len(dims) >= 3 and stages.op == "const"
+                  and stages.value <= MAX_STAGES)
+        out[b] = max(KILL_DEPTH, stages.value + 1) if staged else KILL_DEPTH
+    return out
 
 
 @dataclass
@@ -106,7 +113,7 @@ class Expander:
         self.index_expr = {v: e for _k, v, e in view.kf.relation("value_expr")}
         self._memo: dict[tuple, tuple[Instance, list[Alt]]] = {}
         self._slices: dict[tuple[int, int], bool] = {}
-        self.kill_depth = kill_depth(view)
+        self.kill_depths = kill_depths(view)
 
     # ------------------------------------------------------------ values
     def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
@@ -233,7 +240,8 @@ class Expander:
             store = self.view.accesses[sa]
             size = self.enc.nodes[self.view.buffers[store.buffer][1]]
             cons += self.same_element(store, writer, acc, inst)
-            cons += self.not_overwritten(sa, writer, carrier, acc, inst)
+            # built only for the queries that need them (solver/deferred.py)
+            cons.append(Deferred(partial(self.not_overwritten, sa, writer, carrier, acc, inst)))
             if store.kind == "write_all" and size.op == "const":
                 cons += [writer.env["slot"] >= 0, writer.env["slot"] < size.value]
             hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
@@ -284,6 +292,14 @@ class Expander:
                 inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer)
                 out.append(z3.Not(z3.And(*inst.constraints, *self.same_element(other, inst, load, reader))))
                 continue
+            other_loops = self.view.enclosing_loops(other.stmt)
+            if (other_loops and not set(other_loops) & (set(reader_loops) | set(writer_loops))
+                    and store.stmt < other.stmt < load.stmt and other.stmt not in self.data_guarded):
+                # loops of their own between the writer's and the reader's (no loop holds two of
+                # the three: statement ids are in program order), so all of them run in between
+                out.append(z3.Not(self._first_iteration_kill(other, writer, load, reader)))
+                continue
+            depth = self.kill_depths.get(store.buffer, KILL_DEPTH)
             for h in self.view.enclosing_loops(other.stmt):
                 step = self.enc.nodes[self.view.loops[h].step].value
                 writer_j = writer.env.get(f"loop:{h}") if h in writer_loops else None
@@ -294,17 +310,40 @@ class Expander:
                         # writer and reader share this iteration: only a later statement of it can kill
                         candidates = [i] if same_iter_ok and other.stmt > store.stmt else []
                     else:
-                        candidates = [i - m * step for m in range(0 if same_iter_ok else 1, self.kill_depth + 1)]
+                        candidates = [i - m * step for m in range(0 if same_iter_ok else 1, depth + 1)]
                 elif writer_j is not None and set(self.view.enclosing_loops(h)) <= set(writer_loops):
                     # a loop the reader is outside of: its later iterations all run before the read
                     i, same_iter_ok, candidates = None, False, []
                 else:
                     continue
                 if writer_j is not None and h not in same_iteration:
-                    candidates += [writer_j + m * step for m in range(1, self.kill_depth + 1)]
+                    candidates += [writer_j + m * step for m in range(1, depth + 1)]
                 for j2 in candidates:
                     out.append(z3.Not(self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)))
         return out
+
+    def _first_iteration_kill(self, other, writer: Instance, load, reader: Instance) -> z3.BoolRef:
+        """A store inside loops that lie between a writer and a reader (neither inside them): if the
+        first iteration of each of its loops runs (and its guards hold: an arm of a wave-specialized
+        `if`), it ran in between, so it overwrote the element if it wrote it there. One definite
+        instance, never a free iteration (a free variable under the negation would say nothing);
+        it ties a flow that only one arm lets through to a thread of that arm."""
+        given: dict[int, z3.ExprRef] = {}
+        env = dict(reader.env)
+        for h in self.view.enclosing_loops(other.stmt):  # outermost first: inner bounds may read outer variables
+            given[h] = self.enc.int_term(self.view.loops[h].lo, env)
+            env[f"loop:{h}"] = given[h]
+        inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer, loops=given)
+        cond = list(inst.constraints)
+        for h, v in given.items():
+            cond += self.enc.loop_range(h, v, inst.env)
+        if other.kind == "write_all":  # a whole-array write: the slot that overwrites is the address read
+            inst.env["slot"] = self.enc.int_term(load.addr, reader.env)
+            size = self.enc.nodes[self.view.buffers[other.buffer][1]]
+            if size.op == "const":
+                cond += [inst.env["slot"] >= 0, inst.env["slot"] < size.value]
+        cond += self.same_element(other, inst, load, reader)
+        return z3.And(*cond)
 
     def _kills(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
                reader: Instance) -> z3.BoolRef:

@@ -63,6 +63,7 @@ class DivModSimplifier:
         self._memo: dict[int, tuple[z3.ExprRef | None, z3.ExprRef | None, dict[int, z3.ArithRef]]] = {}
         self._cref = ctx.ref()
         self._intervals: dict[int, tuple[z3.ExprRef, Interval | None, dict[int, z3.ArithRef]]] = {}
+        self._linears: dict[int, tuple[z3.ExprRef, Linear]] = {}
         self._frames: list[dict[int, z3.ArithRef]] = [{}]  # ranged variables used, per open rewrite
         self._bounds: dict[int, list[z3.BoolRef]] = {}
 
@@ -198,7 +199,18 @@ class DivModSimplifier:
 
     # --------------------------------------------------------------- linear forms
     def _linear(self, t: z3.ArithRef) -> Linear:
-        """t as sum(coefficient * atom) + constant; atoms are the non-linear subterms."""
+        """t as sum(coefficient * atom) + constant; atoms are the non-linear subterms. Memoised
+        by AST id (the entry keeps `t`, so the id stays its own): the same sums are decomposed
+        again by every division of them and by every interval asked of them. Callers must not
+        mutate the result."""
+        key = t.get_id()
+        hit = self._linears.get(key)
+        if hit is None:
+            hit = (t, self._linear_of(t))
+            self._linears[key] = hit
+        return hit[1]
+
+    def _linear_of(self, t: z3.ArithRef) -> Linear:
         if z3.is_int_value(t):
             return {}, t.as_long()
         k = t.decl().kind() if z3.is_app(t) else None

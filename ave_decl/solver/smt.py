@@ -52,6 +52,7 @@ class Encoder:
         self.ranges: dict[int, tuple[int, int]] = {}  # z3 ast id of a variable -> known [lo, hi]
         self._ranged: list[z3.ArithRef] = []  # keeps those variables alive: Z3 reuses freed ids
         self.side: list[z3.BoolRef] = []  # definitional constraints of bit decompositions
+        self._last_query: tuple[z3.Solver, list[z3.BoolRef]] | None = None  # query_solver's latest
         self._bits: dict[int, list[z3.BoolRef]] = {}
         self._functions: dict[str, z3.FuncDeclRef] = {}
         self.index_reads: list[tuple[str, list[z3.ArithRef], z3.ArithRef]] = []  # of the last query_solver
@@ -97,18 +98,19 @@ class Encoder:
         range and injectivity of every index-tensor read it contains (`index_reads`), or that
         `terms` contain (terms that later push/pop queries will constrain)."""
         s = self.solver(timeout_ms, rlimit)
-        if NORMALISE_DIVMOD:
-            formulas = self.normaliser().normalise(formulas)
-        s.add(*formulas)
+        formulas = self.normaliser().normalise(formulas) if NORMALISE_DIVMOD else list(formulas)
         self.index_reads = self._index_reads([*formulas, *terms])
         for name, args, app in self.index_reads:
             lo, hi, injective = self.view.index_values[name]
-            s.add(app >= self.int_term(lo, {}), app < self.int_term(hi, {}))
+            formulas += [app >= self.int_term(lo, {}), app < self.int_term(hi, {})]
             if injective and len(args) == 1:
-                s.add(self._functions[f"uf:{name}:inv"](app) == args[0])
+                formulas.append(self._functions[f"uf:{name}:inv"](app) == args[0])
+        s.add(*formulas)
+        self._last_query = (s, formulas)  # what proved_within_budget re-asserts (no AstVector walk)
         return s
 
-    def proved_within_budget(self, solver: z3.Solver, timeout_ms: int) -> bool:
+    def proved_within_budget(self, solver: z3.Solver, timeout_ms: int,
+                             seeds: tuple[int, ...] = budgets.QUICK_PROOF_SEEDS) -> bool:
         """Whether a few fresh solvers, each with a deterministic work budget and its own random
         seed, prove the solver's assertions unsatisfiable. Why: Z3's search on index algebra
         with div/mod varies a lot with its heuristic choices: gemm_mfma16's `write_once` at line
@@ -118,8 +120,9 @@ class Encoder:
         proofs the same way every time; an UNSAT here is an UNSAT of the very same formulas. A
         SAT ends the attempt (the full solver then finds the counterexample, as before); only
         "budget spent" tries the next seed. Each attempt gets at most a quarter of the timeout."""
-        assertions = solver.assertions()
-        for seed in budgets.QUICK_PROOF_SEEDS:
+        kept, self._last_query = self._last_query, None
+        assertions = kept[1] if kept is not None and kept[0] is solver else solver.assertions()
+        for seed in seeds:
             attempt = self.solver(max(1, timeout_ms // 4), budgets.QUICK_PROOF_RLIMIT)
             attempt.set("random_seed", seed)
             attempt.add(assertions)

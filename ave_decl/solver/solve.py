@@ -14,10 +14,12 @@ from ..facts.view import KernelView
 from ..hw.instructions import INSTRUCTIONS
 from ..lang.errors import RuleError
 from ..report.model import ChainPoint, Counterexample, Finding, Location, Side, Verdict
+from . import budgets
 from .access_queries import BANKS, AccessQueries
 from .barrier_queries import PATH_RELATIONS, BarrierQueries, path_message
 from .budgets import SMALL_MODEL_RLIMIT
 from .chains import Alt, Expander, Step, eval_map
+from .deferred import has_deferred, relaxed, strict
 from .hints import bounds_hint, fix_hint
 from .query import Query
 from .smt import Encoder, Instance, as_bool
@@ -130,13 +132,18 @@ class KernelSolver:
             raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site)) from None
         unknown_reasons: list[str] = []
         count = 0
+        relax = True
         for q in queries:
             reason = q.unknown or q.lhs.unknown or q.rhs.unknown
             if reason:
                 unknown_reasons.append(reason)
                 continue
             count += 1
-            solver = self.enc.query_solver(self.timeout_ms, [*self.base, *q.constraints, q.violated, *self.enc.side])
+            if relax:
+                if self._proved_without_kills(q):
+                    continue
+                relax = False  # this obligation's queries need their kills: stop paying for the attempt
+            solver = self.enc.query_solver(self.timeout_ms, self.formulas(q))
             result = z3.unsat if self.enc.proved_within_budget(solver, self.timeout_ms) else solver.check()
             if result == z3.sat:
                 model = self._small_model(solver)
@@ -158,6 +165,24 @@ class KernelSolver:
                                  queries=count, solver_ms=ms)
         return self._finding(inv, site, Verdict.VERIFIED, "proved for every block, thread, iteration and value",
                              queries=count, solver_ms=ms)
+
+    def formulas(self, q: Query) -> list[z3.BoolRef]:
+        """Everything a query asserts: the kernel's base, its constraints (the deferred ones
+        built first: building them may add bit decompositions to enc.side), the negated property."""
+        constraints = strict(q.constraints)
+        return [*self.base, *constraints, q.violated, *self.enc.side]
+
+    def _proved_without_kills(self, q: Query) -> bool:
+        """Most tag proofs hold whichever earlier store a load reads: the query without its
+        deferred "not overwritten in between" constraints (solver/deferred.py; a weaker formula,
+        so its UNSAT is the query's UNSAT) is tried first, within the quick deterministic budget
+        only, and one seed of it. A SAT or a spent budget falls through to the full query, so verdicts and
+        counterexamples are the full query's."""
+        if not has_deferred(q.constraints):
+            return False
+        solver = self.enc.query_solver(self.timeout_ms, [*self.base, *relaxed(q.constraints), q.violated,
+                                                         *self.enc.side])
+        return self.enc.proved_within_budget(solver, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])
 
     def _fix_hint(self, relation: str, q: Query, cex: Counterexample) -> dict | None:
         """Where the missing barrier / wait / mask goes (solver/hints.py)."""
@@ -344,7 +369,7 @@ class KernelSolver:
             if reads and relation != "in_bounds":
                 size = self.enc.nodes[self.view.buffers[reads[0].buffer][1]].value
                 variables.append(Var("value", q.site.env["slot"], size))
-        solver = self.enc.query_solver(self.timeout_ms, [*self.base, *q.constraints, q.violated, *self.enc.side])
+        solver = self.enc.query_solver(self.timeout_ms, self.formulas(q))
         found = enumerate_points(solver, variables)
         if found.wall_clock or not found.points:
             return None  # a count cut by the wall clock would depend on machine load
