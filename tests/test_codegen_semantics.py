@@ -42,6 +42,7 @@ def test_integer_input_tensors_hold_integers():
     ("divergent_lane_max", "lane_max()", "`if` of line 5"),
     ("control_dependent_barrier", "syncthreads()", "`if` of line 7"),  # x differs because it is assigned under t < 5
     ("thread_trip_count_shuffle", "shuffle_xor()", "loop of line 5"),
+    ("slot_reduction_condition", "syncthreads()", "`if` of line 8"),  # reduce_max(s) of per-thread data
 ])
 def test_a_barrier_or_warp_operation_under_a_divergent_if_is_refused(name, what, where):
     with pytest.raises(CodegenError) as err:

@@ -303,3 +303,40 @@ def test_simulate_a_file_without_kernels_or_with_an_unknown_kernel(ave, tmp_path
     assert r.code == ExitCode.FRONT_END and f"{empty}:1:1: error: the file defines no kernel" in r.out
     unknown = ave("simulate", EXAMPLES / "gemm_naive.ave", "--kernel", "nope")
     assert unknown.code == ExitCode.USAGE and "has no kernel named 'nope'" in unknown.out
+
+
+# --------------------------------------------------------------------------- tolerance=
+@pytest.mark.parametrize("value, words", [
+    ('"0.01"', "tolerance= takes a number above 0 and at most 0.1"),
+    ("0", "tolerance= takes a number above 0 and at most 0.1"),
+    ("0.5", "tolerance= takes a number above 0 and at most 0.1"),
+    ("True", "tolerance= takes a number above 0 and at most 0.1"),
+])
+def test_a_bad_tolerance_is_a_located_front_end_error(ave, tmp_path, value, words):
+    from conftest import front_end_error
+
+    text = NAIVE.replace('reference="C = A @ B"', f'reference="C = A @ B", tolerance={value}')
+    out = front_end_error(ave, tmp_path / "k.ave", text)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "tolerance=" in t)
+    col = text.splitlines()[line - 1].index("tolerance=") + len("tolerance=") + 1
+    assert f"k.ave:{line}:{col}: error: {words}" in out, out
+
+
+def test_a_tolerance_needs_a_reference(ave, tmp_path):
+    from conftest import front_end_error
+
+    text = NAIVE.replace('reference="C = A @ B"', "tolerance=0.01")
+    assert "tolerance= bounds the error against reference=: give a reference" in front_end_error(
+        ave, tmp_path / "k.ave", text)
+
+
+def test_the_tolerance_bounds_the_comparison():
+    """A kernel that rounds its result to bf16 on the way misses 1e-3 and meets its tolerance=."""
+    assert "    C[m, n] = acc\n" in NAIVE
+    rounded = NAIVE.replace("    C[m, n] = acc\n", "    C[m, n] = cast(acc, bf16)\n")
+    sizes = {"M": 32, "N": 32, "K": 64}
+    strict = simulate_source(SourceFile("k.ave", rounded), sizes, shadow=False)[0][1].reference
+    assert not strict["ok"] and strict["tol"] == 1e-3 and strict["rel"] > 1e-3, strict
+    loose = rounded.replace('reference="C = A @ B"', 'reference="C = A @ B", tolerance=0.01')
+    met = simulate_source(SourceFile("k.ave", loose), sizes, shadow=False)[0][1].reference
+    assert met["ok"] and met["tol"] == 0.01 and met["rel"] == strict["rel"], met

@@ -11,7 +11,7 @@ never come), so the lowering refuses it (exit 6).
 
 Levels: BLOCK (sizes, constants, block ids, loop variables over uniform bounds), WARP (warp_id,
 wave_id, readfirstlane and what is computed from them alone) and THREAD (thread and lane ids, data:
-any subscript, lane exchanges). A name's level is the highest of every value assigned to it and of
+any subscript, any name of a buffer, slot reductions, lane exchanges). A name's level is the highest of every value assigned to it and of
 every condition and loop bound it is assigned under (a value assigned in one arm of a per-thread
 `if` differs between threads, whatever it is), to a fixpoint.
 """
@@ -23,7 +23,9 @@ BLOCK, WARP, THREAD = 0, 1, 2
 LEVEL_NAMES = {BLOCK: "the whole block", WARP: "each warp/wave", THREAD: "each thread"}
 
 CALL_LEVELS = {"thread_id": THREAD, "lane_id": THREAD, "warp_id": WARP, "wave_id": WARP, "readfirstlane": WARP,
-               "lane_max": THREAD, "lane_sum": THREAD, "shuffle_xor": THREAD, "shuffle": THREAD}
+               "lane_max": THREAD, "lane_sum": THREAD, "shuffle_xor": THREAD, "shuffle": THREAD,
+               "reduce_max": THREAD, "reduce_sum": THREAD}
+ARRAYS = ("local", "shared", "subview", "view")  # a name bound to a buffer: its data differs between threads
 BARRIERS = ("syncthreads",)
 
 
@@ -65,7 +67,10 @@ def name_levels(body: tuple[A.Stmt, ...]) -> dict[str, int]:
         changed = False
         for s in stmts:
             if isinstance(s, (A.Assign, A.AugAssign)) and isinstance(s.target, A.Name):
-                lv = max(ctx, level(s.value, names))
+                # an array name read as a whole (reduce_max(s), a matrix instruction's operands)
+                # reads per-thread data without a subscript
+                is_array = isinstance(s.value, A.Call) and s.value.func_name in ARRAYS
+                lv = THREAD if is_array else max(ctx, level(s.value, names))
                 if isinstance(s, A.AugAssign):
                     lv = max(lv, names.get(s.target.id, BLOCK))
                 changed |= raise_to(s.target.id, lv)

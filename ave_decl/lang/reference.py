@@ -102,6 +102,7 @@ Node = Union[Num, Const, Name, Unary, Binary, Index, Call]
 
 
 DEFAULT_TOLERANCE = 1e-3
+MAX_TOLERANCE = 0.1
 
 
 @dataclass(frozen=True)
@@ -464,13 +465,13 @@ def reference_of(kernel: A.Kernel) -> Reference | None:
 
 
 def tolerance_value(e: A.Expr) -> float:
-    """`tolerance=` of @kernel: a number literal between 0 and 1 (a kernel that rounds what it
+    """`tolerance=` of @kernel: a number literal in (0, 0.1] (a kernel that rounds what it
     computes to bf16 on the way, as flash attention's P, differs from the exact reference by more
     than the default 1e-3)."""
     v = e.value if isinstance(e, (A.Int, A.Float)) and not isinstance(e.value, bool) else None
-    if v is None or not 0 < v < 1:
-        raise FrontEndError("tolerance= takes a number between 0 and 1 (the largest error relative to the "
-                            "reference's largest magnitude)", e.span)
+    if v is None or not 0 < v <= MAX_TOLERANCE:
+        raise FrontEndError(f"tolerance= takes a number above 0 and at most {MAX_TOLERANCE} (the largest error "
+                            f"relative to the reference's largest magnitude; more would hide wrong outputs)", e.span)
     return float(v)
 
 

@@ -417,6 +417,8 @@ class Simulator(MemoryModel, ShadowChecks):
         else:
             init = e.kwarg("init")
             fill = float(self._scalar(init)) if init is not None else 0.0
+            if dt in ROUND:  # a narrow register holds the rounded fill, as the hardware's does
+                fill = float(narrow(np.asarray([fill], np.float32), dt)[0])
             buf = Buf(name, "local", dt, shape, None, np.full(self.shape + (size,), fill, np.float32),
                       np.zeros(self.shape + (size, LMAX), ITYPE), np.zeros(self.shape + (size,), ITYPE))
         self.buffers[f"{name}@{id(buf)}"] = buf
@@ -799,6 +801,8 @@ class Simulator(MemoryModel, ShadowChecks):
             self.buffers[f"{name}@{id(out)}"] = out
             self.env[name] = out
         keep = np.asarray(self.active)[..., None]
+        if out.dtype in ROUND:  # an existing narrow array receiving the f32 result rounds it
+            d = narrow(np.asarray(d, np.float32), out.dtype)
         out.data = np.where(keep, d, out.data)
         if self.shadow:
             self._mma_shadow(instr, a, b, c, out, keep, s, (ar, ac, br, bc, cr, cc), W)
