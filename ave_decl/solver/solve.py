@@ -143,7 +143,11 @@ class KernelSolver:
                 if self._proved_without_kills(q):
                     continue
                 relax = False  # this obligation's queries need their kills: stop paying for the attempt
-            solver = self.enc.query_solver(self.timeout_ms, self.formulas(q))
+            try:
+                formulas = self.formulas(q)  # builds the deferred kills: ids of user rules are data too
+            except (KeyError, IndexError):
+                raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site)) from None
+            solver = self.enc.query_solver(self.timeout_ms, formulas)
             result = z3.unsat if self.enc.proved_within_budget(solver, self.timeout_ms) else solver.check()
             if result == z3.sat:
                 model = self._small_model(solver)
