@@ -51,6 +51,16 @@ def test_a_barrier_or_warp_operation_under_a_divergent_if_is_refused(name, what,
     assert "may differ between threads" in err.value.message
 
 
+def test_a_coordinate_outside_its_extent_is_a_fault_even_inside_the_tensor():
+    """C[t, 8] of a (4, 8) tensor lands on row t + 1 for t < 3: inside the memory, outside the
+    shape. The host checks every coordinate, as the verifier's bounds invariants read them."""
+    from ave_decl.codegen.errors import LaunchFailed
+
+    with pytest.raises(LaunchFailed) as fault:
+        run_on("host", KERNELS / "coordinate_out_of_bounds.ave", {})
+    assert fault.value.message.startswith("out-of-bounds store to C") and fault.value.span.line == 7
+
+
 def test_emit_to_a_directory_is_a_one_line_usage_error(ave, tmp_path):
     r = ave("emit", KERNELS / "wide_shifts.ave", "--target", "host", "--unverified", "-o", tmp_path)
     assert r.code == 2 and r.err.strip() == f"error: cannot write {tmp_path}: Is a directory"

@@ -51,6 +51,7 @@ def new_host_machine() -> llvm.TargetMachine:
 class HostTarget(CodegenTarget):
     name = "host"
     max_group = 64
+    checks_bounds = True
 
     def __init__(self) -> None:
         tm = host_machine()
@@ -86,12 +87,11 @@ class HostTarget(CodegenTarget):
         b.call(fn, [barrier])
 
     # ------------------------------------------------------- bounds checks
-    def guard(self, b, ptr, index, extent, site):
+    def guard(self, b, ptr, inside, site):
         """An access outside its buffer reads or writes a scratch slot instead of memory the
         process owns, and lowers the fault word to its site (the smallest faulting site wins,
         whatever the thread schedule): `ave run --unverified` of a kernel with an out-of-bounds
         store reports it instead of corrupting the heap."""
-        inside = b.icmp_unsigned("<", index, extent)
         with b.if_then(b.not_(inside), likely=False):
             b.atomic_rmw("umin", self._global(FAULT_WORD, I32, NO_FAULT), ir.Constant(I32, site), "monotonic")
         return b.select(inside, ptr, b.bitcast(self._global(SCRATCH, ir.ArrayType(I32, SCRATCH_WORDS), 0), ptr.type))

@@ -141,8 +141,8 @@ class MemoryLowering:
 
     def address(self, e: A.Subscript, access: str = "load") -> tuple[object, ir.Value]:
         """The buffer and a pointer to the element `e` names (its physical position); the
-        pointer's element type is `storage_type(buf.dtype)`. Each access is a numbered site the
-        target may guard (CodegenTarget.guard)."""
+        pointer's element type is `storage_type(buf.dtype)`. On a target that checks bounds each
+        access is a numbered site it guards (CodegenTarget.guard)."""
         buf = self.buffer(e)
         idx = self.indices(e)
         b = self.b
@@ -163,9 +163,17 @@ class MemoryLowering:
                 index = b.add(b.mul(index, ir.Constant(I32, d)), c)
             extent = ir.Constant(I32, buf.count)
             ptr = b.gep(buf.ptr, [ir.Constant(I32, 0), index])
+        if not self.t.checks_bounds:  # type: ignore[attr-defined]
+            return buf, ptr
         site = len(self.info.access_sites)  # type: ignore[attr-defined]
         self.info.access_sites.append((e.span, buf.name, access))  # type: ignore[attr-defined]
-        return buf, self.t.guard(b, ptr, index, extent, site)  # type: ignore[attr-defined]
+        # every coordinate inside its extent (as the verifier's bounds invariants read it), and the
+        # storage offset inside the buffer (a padded layout's cosize)
+        dims = [d.v for d in buf.dims] if isinstance(buf, GlobalTensor) else [ir.Constant(I32, d) for d in buf.shape]
+        inside = b.icmp_unsigned("<", index, extent)
+        for c, d in zip(idx, dims):
+            inside = b.and_(inside, b.icmp_unsigned("<", c, d))
+        return buf, self.t.guard(b, ptr, inside, site)  # type: ignore[attr-defined]
 
     def layout_offset(self, buf: SharedArray, idx: list[ir.Value]) -> ir.Value:
         if buf.layout is None or buf.table is None:

@@ -37,6 +37,7 @@ class CodegenTarget:
     global_space = 0  # address space of kernel tensor arguments
     shared_space = 0  # address space of block-shared buffers
     max_group = 64  # largest warp/wave the target executes
+    checks_bounds = False  # guard() every access (the host target)
     entry: ir.IRBuilder | None = None  # set by the lowering: allocas go in the kernel's entry block
 
     def entry_alloca(self, ty: ir.Type, name: str) -> ir.Value:
@@ -67,11 +68,11 @@ class CodegenTarget:
         """A pointer (in `shared_space`) to `count` elements at byte `offset` of the block's shared memory."""
         raise NotImplementedError
 
-    def guard(self, b: ir.IRBuilder, ptr: ir.Value, index: ir.Value, extent: ir.Value, site: int) -> ir.Value:
-        """The pointer an access uses, given the element `index` it reaches in a buffer of `extent`
-        elements (same integer type). GPUs use `ptr` as it is: the verifier's bounds proofs stand
-        for the check; the host target, which runs unverified kernels in the tool's own process,
-        redirects an out-of-range access and records its site."""
+    def guard(self, b: ir.IRBuilder, ptr: ir.Value, inside: ir.Value, site: int) -> ir.Value:
+        """The pointer an access uses, given `inside` (i1: every coordinate within its extent and
+        the offset within the buffer); called only when `checks_bounds`. GPU targets do not check:
+        the verifier's bounds proofs stand for it; the host target, which runs unverified kernels
+        in the tool's own process, redirects an access outside and records its site."""
         return ptr
 
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, mask: int, lane: ir.Value) -> ir.Value:
