@@ -64,16 +64,17 @@ class KernelRun:
 class Gate:
     """What the verifier said of a kernel before it is compiled."""
 
-    verdict: str  # VERIFIED, or `unchecked` under --unverified
+    verdict: str  # VERIFIED, VIOLATION, UNKNOWN, or `unchecked` under --unverified
     barriers_proven: bool  # ave/barrier-divergence holds: wave-specialized barriers may be compiled
+    why: str = ""  # the first counting finding that is not VERIFIED, as `invariant at line N`
 
 
 BARRIER_INVARIANT = "ave/barrier-divergence"
+NOT_CHECKED = Gate("UNKNOWN", False)
 
 
-def _verdicts(src: SourceFile, timeout: float) -> dict[str, tuple[str, str, bool]]:
-    """kernel -> (verdict, the first counting finding as `invariant at line N`, whether every
-    ave/barrier-divergence obligation is proven) from the verifier."""
+def _verdicts(src: SourceFile, timeout: float) -> dict[str, Gate]:
+    """What the verifier says of every kernel of the file."""
     from .pipeline import Options, run
 
     report = run([src], Options(timeout_s=timeout, violation_sets=False), [])
@@ -84,7 +85,7 @@ def _verdicts(src: SourceFile, timeout: float) -> dict[str, tuple[str, str, bool
         first = next((f for f in k.findings if f.counts and f.verdict.value != "VERIFIED"), None)
         why = f"{first.invariant} at line {first.location.line}" if first is not None else ""
         barriers = [f.verdict.value for f in k.findings if f.invariant == BARRIER_INVARIANT]
-        out[k.kernel] = (k.verdict.value, why, bool(barriers) and set(barriers) == {"VERIFIED"})
+        out[k.kernel] = Gate(k.verdict.value, bool(barriers) and set(barriers) == {"VERIFIED"}, why)
     return out
 
 
@@ -98,18 +99,18 @@ def _gate(src: SourceFile, kernels: list[A.Kernel], unverified: bool, timeout: f
         # one proof is still needed (and only then is the verifier run)
         needs = any(barrier_under_warp_condition(k.body) is not None for k in kernels)
         proofs = _verdicts(src, timeout) if needs else {}
-        proven = {k.name: proofs.get(k.name, ("", "", False))[2] for k in kernels}
+        proven = {k.name: proofs.get(k.name, NOT_CHECKED).barriers_proven for k in kernels}
         return {k.name: Gate(f"unchecked{f' ({BARRIER_INVARIANT} proven)' if proven[k.name] else ''}", proven[k.name])
                 for k in kernels}
     verdicts = _verdicts(src, timeout)
     for k in kernels:
-        verdict, why, _ = verdicts.get(k.name, ("UNKNOWN", "", False))
-        if verdict != "VERIFIED":
-            code = ExitCode.VIOLATION if verdict == "VIOLATION" else ExitCode.INCONCLUSIVE
-            detail = f" ({why})" if why else ""
-            raise NotVerified(f"refusing to compile {k.name}: the verifier says {verdict}{detail}; `ave check` "
+        gate = verdicts.get(k.name, NOT_CHECKED)
+        if gate.verdict != "VERIFIED":
+            code = ExitCode.VIOLATION if gate.verdict == "VIOLATION" else ExitCode.INCONCLUSIVE
+            detail = f" ({gate.why})" if gate.why else ""
+            raise NotVerified(f"refusing to compile {k.name}: the verifier says {gate.verdict}{detail}; `ave check` "
                               f"shows why, --unverified compiles it anyway", k.span, code)
-    return {k.name: Gate(verdicts[k.name][0], verdicts[k.name][2]) for k in kernels}
+    return {k.name: verdicts[k.name] for k in kernels}
 
 
 def _select(module: A.Module, kernel: str | None, path: str) -> list[A.Kernel]:

@@ -55,7 +55,7 @@ def test_every_nested_example_runs_on_the_host_as_in_the_simulator(path):
     (plan, *_) = complete_sizes(src, NESTED_SIZES.get(path.parent.name, {}), None)
     _, module, _ = kernels_of(path)
     proven = (barrier_under_warp_condition(module.kernels[0].body) is not None
-              and _verdicts(src, 10.0)[module.kernels[0].name][2])
+              and _verdicts(src, 10.0)[module.kernels[0].name].barriers_proven)
     if path.stem in NESTED_FAULTS:
         with pytest.raises(LaunchFailed) as fault:
             run_on("host", path, plan.sizes)

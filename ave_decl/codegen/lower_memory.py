@@ -148,31 +148,29 @@ class MemoryLowering:
         b = self.b
         if isinstance(buf, GlobalTensor):
             off = ir.Constant(I64, 0)
-            extent = ir.Constant(I64, 1)
             for c, d in zip(idx, buf.dims):
                 off = b.add(b.mul(off, b.sext(d.v, I64)), b.sext(c, I64))
-                extent = b.mul(extent, b.sext(d.v, I64))
-            index, ptr = off, b.gep(buf.ptr, [off], source_etype=storage_type(buf.dtype))
+            ptr = b.gep(buf.ptr, [off], source_etype=storage_type(buf.dtype))
         elif isinstance(buf, SharedArray):
-            index = self.layout_offset(buf, idx)
-            extent = ir.Constant(I32, buf.cosize)
-            ptr = b.gep(buf.ptr, [index], source_etype=storage_type(buf.dtype))
+            phys = self.layout_offset(buf, idx)
+            ptr = b.gep(buf.ptr, [phys], source_etype=storage_type(buf.dtype))
         else:
-            index = ir.Constant(I32, 0)
+            lin = ir.Constant(I32, 0)
             for c, d in zip(idx, buf.shape):
-                index = b.add(b.mul(index, ir.Constant(I32, d)), c)
-            extent = ir.Constant(I32, buf.count)
-            ptr = b.gep(buf.ptr, [ir.Constant(I32, 0), index])
+                lin = b.add(b.mul(lin, ir.Constant(I32, d)), c)
+            ptr = b.gep(buf.ptr, [ir.Constant(I32, 0), lin])
         if not self.t.checks_bounds:  # type: ignore[attr-defined]
             return buf, ptr
         site = len(self.info.access_sites)  # type: ignore[attr-defined]
         self.info.access_sites.append((e.span, buf.name, access))  # type: ignore[attr-defined]
-        # every coordinate inside its extent (as the verifier's bounds invariants read it), and the
-        # storage offset inside the buffer (a padded layout's cosize)
+        # every coordinate inside its extent, as the verifier's bounds invariants read them; a
+        # shared layout's offset also inside the storage it spans (its cosize)
         dims = [d.v for d in buf.dims] if isinstance(buf, GlobalTensor) else [ir.Constant(I32, d) for d in buf.shape]
-        inside = b.icmp_unsigned("<", index, extent)
+        inside = ir.Constant(ir.IntType(1), 1)
         for c, d in zip(idx, dims):
             inside = b.and_(inside, b.icmp_unsigned("<", c, d))
+        if isinstance(buf, SharedArray) and buf.layout is not None:
+            inside = b.and_(inside, b.icmp_unsigned("<", phys, ir.Constant(I32, buf.cosize)))
         return buf, self.t.guard(b, ptr, inside, site)  # type: ignore[attr-defined]
 
     def layout_offset(self, buf: SharedArray, idx: list[ir.Value]) -> ir.Value:

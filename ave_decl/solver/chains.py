@@ -334,16 +334,19 @@ class Expander:
             given[h] = self.enc.int_term(self.view.loops[h].lo, env)
             env[f"loop:{h}"] = given[h]
         inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer, loops=given)
-        cond = list(inst.constraints)
+        cond = list(inst.constraints) + self._overwrite_slot(other, inst, load, reader)
         for h, v in given.items():
             cond += self.enc.loop_range(h, v, inst.env)
-        if other.kind == "write_all":  # a whole-array write: the slot that overwrites is the address read
-            inst.env["slot"] = self.enc.int_term(load.addr, reader.env)
-            size = self.enc.nodes[self.view.buffers[other.buffer][1]]
-            if size.op == "const":
-                cond += [inst.env["slot"] >= 0, inst.env["slot"] < size.value]
         cond += self.same_element(other, inst, load, reader)
         return z3.And(*cond)
+
+    def _overwrite_slot(self, other, inst: Instance, load, reader: Instance) -> list[z3.BoolRef]:
+        """A whole-array write (`write_all`): the slot that overwrites is the address read."""
+        if other.kind != "write_all":
+            return []
+        inst.env["slot"] = self.enc.int_term(load.addr, reader.env)
+        size = self.enc.nodes[self.view.buffers[other.buffer][1]]
+        return [inst.env["slot"] >= 0, inst.env["slot"] < size.value] if size.op == "const" else []
 
     def _kills(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
                reader: Instance) -> z3.BoolRef:
@@ -365,12 +368,7 @@ class Expander:
             elif self.view.loops[g].var in names:  # inner loop: the writer's value of the same-named loop
                 given[g] = writer.env[f"loop:{names[self.view.loops[g].var]}"]
         inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer, loops=given)
-        cond = list(inst.constraints)
-        if other.kind == "write_all":  # a whole-array write: the slot that overwrites is the address read
-            inst.env["slot"] = self.enc.int_term(load.addr, reader.env)
-            size = self.enc.nodes[self.view.buffers[other.buffer][1]]
-            if size.op == "const":
-                cond += [inst.env["slot"] >= 0, inst.env["slot"] < size.value]
+        cond = list(inst.constraints) + self._overwrite_slot(other, inst, load, reader)
         for g, v in given.items():
             cond += self.enc.loop_range(g, v, inst.env)
         if i is not None:
