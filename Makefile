@@ -9,10 +9,11 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python setup.cfg pyproject.toml backends/nvptx/setup.cfg
+$(STAMP): $(BIN)/python setup.cfg pyproject.toml backends/nvptx/setup.cfg backends/amdgpu/setup.cfg
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	$(BIN)/python -m pip install --quiet -e 'backends/nvptx[toolchain,cuda]'
+	$(BIN)/python -m pip install --quiet -e 'backends/amdgpu'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -33,6 +34,10 @@ demo: $(STAMP)
 	@$(BIN)/ave emit examples/gemm_mma_ldmatrix.ave --target nvptx --stage sass -o $(VENV)/gemm_mma_ldmatrix.sass
 	@grep -E "HMMA|LDSM" $(VENV)/gemm_mma_ldmatrix.sass
 	@echo
+	@echo "== ave emit examples/gemm_lds_mfma.ave --target amdgpu (gfx942 assembly: MFMA and LDS lines) =="
+	@$(BIN)/ave emit examples/gemm_lds_mfma.ave --target amdgpu -o $(VENV)/gemm_lds_mfma.s
+	@grep -m 3 -E "v_mfma_f32_32x32x8_bf16|ds_write_b128" $(VENV)/gemm_lds_mfma.s
+	@echo
 	@echo "== ave run examples/gemm_mma_ldmatrix.ave --target host (the emitted IR on the CPU, one thread per GPU thread) =="
 	@$(BIN)/ave run examples/gemm_mma_ldmatrix.ave --target host --sizes M=64,N=32,K=32
 
@@ -47,8 +52,22 @@ print(json.dumps({"invariant": finding["invariant"], "location": finding["locati
 endef
 export DEMO_JSON
 
-test: $(STAMP)
+# The amdgpu code-object stage links with LLVM's ld.lld (Debian lld-19): installed here when
+# `make test` runs as root and no ld.lld is found; otherwise those tests skip with the reason.
+LLD_PACKAGE := lld-19
+
+test: $(STAMP) lld
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+.PHONY: lld
+lld:
+	@if ! $(BIN)/python -c "from ave_amdgpu.toolchain import locate_linker; locate_linker()" 2>/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing $(LLD_PACKAGE) (the amdgpu code-object linker)"; \
+	    (apt-get install -y -q $(LLD_PACKAGE) >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
+	     apt-get install -y -q $(LLD_PACKAGE) >/dev/null 2>&1)) || echo "could not install $(LLD_PACKAGE): the hsaco tests skip"; \
+	  else echo "no ld.lld and not root: the amdgpu hsaco tests skip (apt-get install $(LLD_PACKAGE))"; fi; \
+	fi
 
 # Tests marked slow (each over a minute on 2 cores: the verification of examples/speed/).
 test-slow: $(STAMP)

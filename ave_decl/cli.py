@@ -430,9 +430,10 @@ _EMIT_EXIT = ("Exit codes: 0 emitted, 1 the kernel has a violation, 5 it is not 
 
 @main.command(epilog=_EMIT_EXIT)
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--target", default="nvptx", show_default=True, help="Backend: host, nvptx, or an installed plug-in.")
-@click.option("--arch", default=None, help="Target architecture (nvptx: sm_90a, sm_80).")
-@click.option("--stage", default=None, help="Last stage to run (nvptx: llir, ptx [default], cubin, sass; host: llir [default], asm).")
+@click.option("--target", default="nvptx", show_default=True, help="Backend: host, nvptx, amdgpu, or an installed plug-in.")
+@click.option("--arch", default=None, help="Target architecture (nvptx: sm_90a, sm_80; amdgpu: gfx942).")
+@click.option("--stage", default=None, help="Last stage to run (nvptx: llir, ptx [default], cubin, sass; amdgpu: llir, asm [default], obj, hsaco; "
+                   "host: llir [default], asm).")
 @click.option("-o", "--output", "out", type=click.Path(), default=None,
               help="Write here (a directory when the file has several kernels) instead of stdout.")
 @click.option("--kernel", default=None, help="Only this kernel of the file.")
@@ -442,6 +443,7 @@ _EMIT_EXIT = ("Exit codes: 0 emitted, 1 the kernel has a violation, 5 it is not 
 def emit(file: str, target: str, arch: str | None, stage: str | None, out: str | None, kernel: str | None,
          unverified: bool, timeout: float) -> None:
     """Compile verified kernels for a target and print (or write) the chosen stage's output."""
+    from .codegen import get_backend
     from .execute import compile_source
 
     src = _read_one(file)
@@ -453,11 +455,9 @@ def emit(file: str, target: str, arch: str | None, stage: str | None, out: str |
     for c in compiled:
         last = list(c.artifacts)[-1]
         art = c.artifacts[last]
-        if c.resources:
-            r = c.resources
-            click.echo(f"{c.name}: {target} {c.arch}: {r.get('registers', '?')} registers, "
-                       f"{r.get('shared_bytes', 0)} bytes shared, {r.get('spill_stores', 0)} bytes spill stores, "
-                       f"{r.get('spill_loads', 0)} bytes spill loads", err=True)
+        summary = get_backend(target).resource_summary(c)
+        if summary:
+            click.echo(f"{c.name}: {target} {c.arch}: {summary}", err=True)
         if out is None:
             if isinstance(art.data, bytes):
                 click.echo(f"error: stage {last} is binary: give -o FILE", err=True)
@@ -482,7 +482,7 @@ _RUN_EXIT = ("Exit codes: 0 every output matches its reference, 1 an output diff
 
 @main.command("run", epilog=_RUN_EXIT)
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--target", default="host", show_default=True, help="Backend to run on: host (the CPU), nvptx (a GPU).")
+@click.option("--target", default="host", show_default=True, help="Backend to run on: host (the CPU), nvptx or amdgpu (a GPU).")
 @click.option("--arch", default=None, help="Target architecture.")
 @click.option("--sizes", "sizes_text", default="", help="Symbolic sizes, e.g. M=64,N=64,K=64 (missing: the smallest).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")

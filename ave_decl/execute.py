@@ -200,7 +200,8 @@ def run_source(src: SourceFile, target: str, sizes: dict[str, int], kernel: str 
     runs = []
     for k in kernels:
         t0 = time.perf_counter()
-        compiled = backend.compile(k, imports, arch, barriers_proven=verdicts[k.name].barriers_proven)
+        compiled = backend.compile(k, imports, arch, backend.launch_stage,
+                                   barriers_proven=verdicts[k.name].barriers_proven)
         backend.prepare(compiled)
         compile_s = time.perf_counter() - t0
         missing = [n for n in compiled.signature.sizes if n not in sizes]

@@ -5,7 +5,10 @@
 1. For every example the nvptx target applies to: the time to lower and emit PTX (LLVM's NVPTX
    back end, in process) and the time of `ptxas -v` on that PTX (cubin), with the registers and
    spills ptxas reports. Skipped with the reason when ptxas is not installed.
-2. For every example with a reference: the host target (JIT compile, then one launch on the same
+2. For every example the amdgpu target applies to: the time to lower and emit gfx942 assembly
+   (LLVM's AMDGPU back end, in process) and to link a code object with ld.lld (when installed),
+   with VGPRs/AGPRs, LDS, scratch, spills and the MI300X occupancy estimate.
+3. For every example with a reference: the host target (JIT compile, then one launch on the same
    random inputs `ave run` uses) against `ave simulate` (`simulate_source`, shadow off and on) on
    the same kernel and sizes, with the ratios simulate / host-run measured in this process. `ref`
    is the host output against the reference (gemm_lds_mfma_transposed is the violating example:
@@ -108,12 +111,49 @@ def nvptx_section(examples: list[Path], repeat: int) -> None:
             print(f"   {path.name:26} {k.name:22} {cells}")
 
 
+def amdgpu_section(examples: list[Path], repeat: int) -> None:
+    print("2. amdgpu: emit gfx942 assembly (lowering + LLVM AMDGPU, in process) and link a code object (ld.lld)")
+    try:
+        amd = get_backend("amdgpu")
+    except AveError as exc:
+        print(f"   skipped: {exc.message}")
+        return
+    from ave_amdgpu import toolchain
+
+    problem = toolchain.linker_problem()
+    if problem:
+        print(f"   ld.lld: {problem} (assembly times only)")
+    print(f"   {'example':26} {'kernel':22} {'asm ms':>7} {'ld.lld ms':>9} {'VGPR':>5} {'AGPR':>5} {'LDS B':>6}"
+          f" {'scratch':>7} {'spills':>6} {'waves/SIMD':>10}")
+    for path in examples:
+        src, module, imports = kernels_of(path)
+        for k in module.kernels:
+            if amd.applies(k, imports) is not None:
+                continue
+            try:
+                compile_source(src, "amdgpu", stage="asm", kernel=k.name, unverified=True)  # warm LLVM's target
+                asm_s, c = best(lambda: compile_source(src, "amdgpu", stage="asm", kernel=k.name,
+                                                       unverified=True)[0], repeat)
+                hsaco = "-"
+                if not problem:
+                    obj = compile_source(src, "amdgpu", stage="obj", kernel=k.name, unverified=True)[0]
+                    link_s, _ = best(lambda: toolchain.link(obj.artifacts["obj"].data), repeat)
+                    hsaco = f"{link_s * 1e3:.0f}"
+            except (CodegenError, ToolchainError) as exc:
+                print(f"   {path.name:26} {k.name:22} error: {exc.message}")
+                continue
+            r = c.resources
+            print(f"   {path.name:26} {k.name:22} {asm_s * 1e3:7.0f} {hsaco:>9} {r['vgprs']:>5} {r['agprs']:>5}"
+                  f" {r['shared_bytes']:>6} {r['scratch_bytes']:>7} {r['vgpr_spills']:>6}"
+                  f" {r['occupancy_waves_per_simd']:>10}")
+
+
 def host_section(examples: list[Path], repeat: int, sim_repeat: int) -> None:
     from ave_decl.sim.reference import compare, evaluate_reference
     from ave_decl.sim.run import simulate_source
 
     host = get_backend("host")
-    print("2. host target (one pthread per GPU thread) vs ave simulate (numpy, CPU) on the same kernel and sizes")
+    print("3. host target (one pthread per GPU thread) vs ave simulate (numpy, CPU) on the same kernel and sizes")
     print(f"   times in ms; host run = one launch of the JIT-compiled grid (best of {max(1, repeat)}); compile ="
           f" lower + O3 + JIT; sim = simulate_source after a warm-up call (best of {max(1, sim_repeat)})")
     header = (f"   {'kernel':24} {'sizes':26} {'compile':>8} {'host run':>9} {'ref':>4} {'sim':>9} {'sim/run':>8}"
@@ -158,9 +198,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3, help="timed repetitions (the minimum is printed)")
     ap.add_argument("--sim-repeat", type=int, default=1, help="timed simulator runs per mode (0: no simulator)")
+    ap.add_argument("--only", choices=("nvptx", "amdgpu", "host"), default=None, help="one section")
     args = ap.parse_args()
     examples = sorted([*(ROOT / "examples").glob("*.ave"), *(ROOT / "examples").glob("speed/*.ave")])
+    if args.only == "amdgpu":
+        amdgpu_section(sorted([*examples, *(ROOT / "examples").glob("production/*.ave")]), args.repeat)
+        return
     nvptx_section(examples, args.repeat)
+    amdgpu_section(examples, args.repeat)
     host_section(examples, args.repeat, args.sim_repeat)
 
 

@@ -19,6 +19,7 @@ SIZES = {
     "gemm_naive": {"M": 32, "N": 32, "K": 24},
     "gemm_mma_ldmatrix": {"M": 64, "N": 32, "K": 32},
     "gemm_mma_pipelined": {"M": 128, "N": 128, "K": 96},
+    "gemm_mfma_mi300x": {"M": 256, "N": 128, "K": 96},
     "gemm_lds_mfma": {"M": 64, "N": 128, "K": 64},
     "gemm_lds_mfma_transposed": {"M": 64, "N": 64, "K": 64},
     "gemm_lds_swizzled": {"M": 64, "N": 64, "K": 128},

@@ -37,7 +37,7 @@ def test_emit_writes_binary_stages_to_a_file(ave, tmp_path):
 
 
 @pytest.mark.parametrize("args, code, message", [
-    (["--target", "nope"], 2, "no backend named nope (installed: host, nvptx"),
+    (["--target", "nope"], 2, "no backend named nope (installed: amdgpu, host, nvptx"),
     (["--target", "nvptx", "--arch", "sm_70"], 2, "target nvptx accepts --arch sm_90a, sm_80 (not sm_70)"),
     (["--target", "nvptx", "--stage", "hsaco"], 2, "target nvptx has stages llir, ptx, cubin, sass (not hsaco)"),
     (["--target", "nvptx", "--kernel", "nope"], 2, "has no kernel named 'nope'"),

@@ -57,6 +57,7 @@ class Backend:
     default_arch = ""
     stages: tuple[str, ...] = ("llir",)
     default_stage = "llir"  # what `ave emit` prints without --stage
+    launch_stage: str | None = None  # the stage a launch needs (None: default_stage)
     vendor: str | None = None  # instructions of this vendor only (None: any)
     groups: tuple[int, ...] = (32, 64)  # warp/wave sizes the target executes
 
@@ -78,6 +79,14 @@ class Backend:
     def launch(self, compiled: CompiledKernel, arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> dict[str, np.ndarray]:
         """Run the whole grid on arrays in storage form; the tensors after the run."""
         raise NoDevice(f"backend {self.name} cannot launch kernels")
+
+    def resource_summary(self, compiled: CompiledKernel) -> str:
+        """One line of the compiled kernel's resources for `ave emit` (empty: none measured)."""
+        r = compiled.resources
+        if not r:
+            return ""
+        return (f"{r.get('registers', '?')} registers, {r.get('shared_bytes', 0)} bytes shared, "
+                f"{r.get('spill_stores', 0)} bytes spill stores, {r.get('spill_loads', 0)} bytes spill loads")
 
     def device_available(self) -> str | None:
         """None if `launch` can run here, else the reason it cannot."""

@@ -211,7 +211,7 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
         """A zero-initialised slot in the entry block: a variable first assigned in a branch is
         never read undefined (the simulator, too, gives its threads a value)."""
         ty = F32 if kind == "float" else I32
-        slot = self.ab.alloca(ty, name=name)
+        slot = self.t.alloca(self.ab, ty, name)
         self.ab.store(ir.Constant(ty, 0.0 if kind == "float" else 0), slot)
         return Var(slot, kind)
 
@@ -262,7 +262,7 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
 
     def real_loop(self, s: A.For, lo: ir.Value, hi: ir.Value, step: int) -> None:
         b = self.b
-        induction = self.ab.alloca(I32, name=f"{s.var}.i")
+        induction = self.t.alloca(self.ab, I32, f"{s.var}.i")
         b.store(lo, induction)
         head, body, done = (b.append_basic_block(f"{s.var}.{x}") for x in ("head", "body", "done"))
         b.branch(head)

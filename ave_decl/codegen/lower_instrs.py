@@ -51,7 +51,7 @@ class InstrLowering:
         key = id(s)
         arr = self.local_arrays.get(key)  # type: ignore[attr-defined]
         if arr is None:
-            slot = self.ab.alloca(ir.ArrayType(storage_type(dtype), count), name=name)  # type: ignore[attr-defined]
+            slot = self.t.alloca(self.ab, ir.ArrayType(storage_type(dtype), count), name)  # type: ignore[attr-defined]
             arr = LocalArray(name, slot, dtype, (count,))
             self.local_arrays[key] = arr  # type: ignore[attr-defined]
         self.env[name] = arr  # type: ignore[attr-defined]

@@ -93,7 +93,7 @@ class MemoryLowering:
             if self.info.local_bytes > MAX_LOCAL_BYTES:  # type: ignore[attr-defined]
                 raise CodegenError(f"register arrays of {self.info.local_bytes} bytes per thread: more than the "  # type: ignore[attr-defined]
                                    f"{MAX_LOCAL_BYTES // 1024} KiB of local memory a GPU thread has", e.span)
-            slot = self.ab.alloca(ir.ArrayType(elem, count), name=name)  # type: ignore[attr-defined]
+            slot = self.t.alloca(self.ab, ir.ArrayType(elem, count), name)  # type: ignore[attr-defined]
             arr = LocalArray(name, slot, dtype, tuple(shape))
             self.local_arrays[key] = arr  # type: ignore[attr-defined]
         init = e.kwarg("init")
@@ -121,7 +121,7 @@ class MemoryLowering:
 
     def _fill_loop(self, arr: LocalArray, raw: ir.Value, count: int) -> None:
         b = self.b
-        for_range(b, self.ab.alloca(I32), ir.Constant(I32, count),  # type: ignore[attr-defined]
+        for_range(b, self.t.alloca(self.ab, I32), ir.Constant(I32, count),  # type: ignore[attr-defined]
                   lambda i: b.store(raw, b.gep(arr.ptr, [ir.Constant(I32, 0), i], inbounds=True)), f"{arr.name}.fill")
 
     # ------------------------------------------------------------ addressing

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from llvmlite import ir
+from llvmlite.ir.instructions import AllocaInstr
 
 from ..hw.instructions import Instruction, LoadMatrix
 
@@ -28,6 +29,23 @@ class LoweredKernel:
     access_sites: list[tuple[object, str, str]] = field(default_factory=list)
 
 
+class PrivateAlloca(AllocaInstr):
+    """`alloca T, addrspace(N)`: llvmlite prints allocas in address space 0 only."""
+
+    def __init__(self, parent: ir.Block, ty: ir.Type, addrspace: int, name: str) -> None:
+        super().__init__(parent, ty, None, name)
+        self.type = ty.as_pointer(addrspace)  # typed, as llvmlite infers GEP and load types from it
+        self.addrspace = addrspace
+
+    def descr(self, buf: list[str]) -> None:
+        buf.append(f"alloca {self.allocated_type}")
+        if self.align is not None:
+            buf.append(f", align {self.align}")
+        buf.append(f", addrspace({self.addrspace})")
+        if self.metadata:
+            buf.append(self._stringify_metadata(leading_comma=True))
+
+
 class CodegenTarget:
     """Base class of the target hooks. A target object serves one module (it may keep state)."""
 
@@ -36,6 +54,7 @@ class CodegenTarget:
     data_layout = ""
     global_space = 0  # address space of kernel tensor arguments
     shared_space = 0  # address space of block-shared buffers
+    private_space = 0  # address space of per-thread stack slots (register arrays, variables)
     max_group = 64  # largest warp/wave the target executes
     checks_bounds = False  # guard() every access (the host target)
     entry: ir.IRBuilder | None = None  # set by the lowering: allocas go in the kernel's entry block
@@ -44,8 +63,17 @@ class CodegenTarget:
         """A stack slot allocated once per kernel invocation (never inside a loop), cached by name."""
         slots = self.__dict__.setdefault("_slots", {})
         if name not in slots:
-            slots[name] = self.entry.alloca(ty, name=name)  # type: ignore[union-attr]
+            slots[name] = self.alloca(self.entry, ty, name)  # type: ignore[arg-type]
         return slots[name]
+
+    def alloca(self, b: ir.IRBuilder, ty: ir.Type, name: str = "") -> ir.Value:
+        """A per-thread stack slot in `private_space` (AMDGPU's data layout puts allocas in
+        address space 5; llvmlite's builder knows only address space 0)."""
+        if self.private_space == 0:
+            return b.alloca(ty, name=name)
+        instr = PrivateAlloca(b.block, ty, self.private_space, name)
+        b._insert(instr)
+        return instr
 
     def begin_kernel(self, module: ir.Module, name: str, params: list[ir.Type]) -> tuple[ir.Function, list[ir.Value]]:
         """Declare the kernel; return it and its declared (visible) parameters in ABI order."""

@@ -8,8 +8,8 @@
 #    pip install -e . -e 'backends/nvptx[toolchain,cuda]' with cuda-bindings 12.x or 13.x chosen
 #    from the driver's CUDA major version, then torch (a CUDA build, for the cuBLAS yardstick only:
 #    a failed torch install leaves the check running without the comparison).
-# 3. bench/device/h200_run.py: every nvptx example at several sizes against its reference, then a
-#    bf16 GEMM at 4096^3 and 8192^3 against cuBLAS. Results in $OUT/h200_results.json if $OUT is set.
+# 3. bench/device/gpu_run.py: every nvptx example at several sizes against its reference, then a
+#    bf16 GEMM at 4096^3 and 8192^3 against cuBLAS. Results in $OUT/nvptx_results.json if $OUT is set.
 # Exit: the driver's (0 all ok, 1 a mismatch or error), 2 no GPU / driver, 3 an install failed.
 set -uo pipefail
 
@@ -103,7 +103,7 @@ if [ -n "${OUT:-}" ]; then
     mkdir -p "$OUT"
     LOG="$OUT/h200_log.txt"
 fi
-timeout "$BUDGET" "$VENV/bin/python" bench/device/h200_run.py --budget $((BUDGET - 15)) 2>&1 | tee "$LOG"
+timeout "$BUDGET" "$VENV/bin/python" bench/device/gpu_run.py --target nvptx --budget $((BUDGET - 15)) 2>&1 | tee "$LOG"
 RC=${PIPESTATUS[0]}
 step "done: exit $RC"
 exit "$RC"

@@ -1,18 +1,19 @@
-"""The GPU check of the nvptx backend on an H200 (run by bench/device/h200.sh, after the installs).
+"""The GPU check of a backend on its GPU: nvptx on an H200 (bench/device/h200.sh), amdgpu on an
+MI300X (bench/device/mi300x.sh); run by those scripts after the installs.
 
-  python bench/device/h200_run.py [--budget S] [--quick]
+  python bench/device/gpu_run.py [--target nvptx|amdgpu] [--budget S] [--quick]
 
-1. Correctness: every example the nvptx target applies to, at several sizes, through
-   `ave_decl.execute.run_source(..., target="nvptx", unverified=True)` (the verifier's gate is
-   tested on the CPU; here it would spend a minute of the budget per file); prints ok / max
-   error against the reference (host-side launch time includes the copies).
-2. Speed: a bf16 GEMM (f32 accumulate, f32 output) at 4096^3 and 8192^3 with the fastest NVIDIA
-   GEMM example (gemm_mma_pipelined.ave, else gemm_mma_ldmatrix.ave) timed between CUDA events
-   by `ave_nvptx.launch.run_timed`, against cuBLAS (`torch.mm(..., out_dtype=torch.float32)`,
-   else `torch.matmul`, bf16 output) on the same inputs; prints TFLOP/s and ours / cuBLAS.
+1. Correctness: every example the target applies to, at several sizes, through
+   `ave_decl.execute.run_source(..., target=T, unverified=True)` (the verifier's gate is tested
+   on the CPU; here it would spend a minute of the budget per file); prints ok / max error
+   against the reference (host-side launch time includes the copies).
+2. Speed: a bf16 GEMM (f32 accumulate, f32 output) at 4096^3 and 8192^3 with the target's
+   fastest GEMM example timed between GPU events by the backend's `launch.run_timed`, against
+   the vendor library through torch (cuBLAS / hipBLASLt: `torch.mm(..., out_dtype=torch.float32)`,
+   else `torch.matmul`, bf16 output) on the same inputs; prints TFLOP/s and ours / theirs.
 
-Results also go to $OUT/h200_results.json when $OUT is set. Without a GPU it stops at once with
-the reason (exit 2, as `ave run --target nvptx` does); a failed example never stops the others.
+Results also go to $OUT/<target>_results.json when $OUT is set. Without a GPU it stops at once
+with the reason (exit 2, as `ave run --target T` does); a failed example never stops the others.
 """
 from __future__ import annotations
 
@@ -36,14 +37,24 @@ from ave_decl.lang.parser import parse_source  # noqa: E402
 from ave_decl.lang.resolve import resolve_imports  # noqa: E402
 from ave_decl.lang.source import SourceFile  # noqa: E402
 
-# Sizes per kernel meeting its assume(...): a small one, odd multiples, one large.
+# Sizes per kernel meeting its assume(...): a small one, odd multiples, one large. A kernel not
+# listed runs at the smallest sizes its assume(...) admits (ave_decl.solver.sizes).
 CHECK_SIZES: dict[str, list[dict[str, int]]] = {
     "gemm_naive": [dict(M=64, N=64, K=64), dict(M=48, N=80, K=33), dict(M=512, N=512, K=512)],
     "gemm_mma_ldmatrix": [dict(M=32, N=16, K=16), dict(M=96, N=48, K=80), dict(M=1024, N=1024, K=1024)],
     "gemm_mma_pipelined": [dict(M=128, N=128, K=32), dict(M=256, N=384, K=96), dict(M=1024, N=1024, K=1024)],
     "exchange_untagged": [dict(N=64), dict(N=4096), dict(N=262144)],
+    "gemm_lds_mfma": [dict(M=64, N=64, K=64), dict(M=192, N=320, K=128), dict(M=1024, N=1024, K=1024)],
+    "gemm_mfma16": [dict(M=64, N=64, K=64), dict(M=1024, N=1024, K=1024)],
+    "gemm_pipelined": [dict(M=64, N=64, K=64), dict(M=1024, N=1024, K=1024)],
+    "gemm_mfma_mi300x": [dict(M=256, N=128, K=32), dict(M=512, N=384, K=96), dict(M=1024, N=1024, K=1024)],
 }
 QUICK = {k: v[:1] for k, v in CHECK_SIZES.items()}
+# per target: its GEMM for the speed step (fastest first) and the install hint
+GEMMS = {"nvptx": ("speed/gemm_mma_pipelined.ave", "gemm_mma_ldmatrix.ave"),
+         "amdgpu": ("speed/gemm_mfma_mi300x.ave", "gemm_lds_mfma.ave")}
+INSTALL = {"nvptx": "pip install -e backends/nvptx[toolchain,cuda]", "amdgpu": "pip install -e backends/amdgpu[hip]"}
+LAUNCH_STAGE = {"nvptx": None, "amdgpu": "hsaco"}
 GEMM_SIZES = (4096, 8192)
 REPEATS = 10
 
@@ -58,34 +69,43 @@ class Clock:
         return self.end - time.monotonic()
 
 
-def emit(results: dict) -> None:
+def emit(results: dict, target: str) -> None:
     out = os.environ.get("OUT")
     if out:
-        path = Path(out) / "h200_results.json"
+        path = Path(out) / f"{target}_results.json"
         path.write_text(json.dumps(results, indent=2, default=str))
         print(f"results written to {path}")
 
 
-def device_problem() -> str | None:
+def device_problem(target: str) -> str | None:
     try:
-        backend = get_backend("nvptx")
+        backend = get_backend(target)
     except AveError as exc:
-        return f"the nvptx backend is not installed: {exc.message} (pip install -e backends/nvptx[toolchain,cuda])"
+        return f"the {target} backend is not installed: {exc.message} ({INSTALL[target]})"
     return backend.device_available()
 
 
-def check_examples(clock: Clock, sizes_of: dict[str, list[dict[str, int]]]) -> list[dict]:
-    nv = get_backend("nvptx")
+def smallest_sizes(src: SourceFile, kernel: str) -> list[dict[str, int]]:
+    from ave_decl.solver.sizes import complete_sizes
+
+    try:
+        return [plan.sizes for plan in complete_sizes(src, {}, kernel)]
+    except AveError:
+        return []
+
+
+def check_examples(clock: Clock, sizes_of: dict[str, list[dict[str, int]]], target: str) -> list[dict]:
+    backend = get_backend(target)
     rows = []
-    print("1. correctness: nvptx examples on the GPU against their references (f32 accumulation, tolerance 1e-3)")
-    for path in sorted([*(ROOT / "examples").glob("*.ave"), *(ROOT / "examples").glob("speed/*.ave")]):
+    print(f"1. correctness: {target} examples on the GPU against their references (f32 accumulation)")
+    for path in sorted([*(ROOT / "examples").glob("*.ave"), *(ROOT / "examples").glob("*/*.ave")]):
         src = SourceFile.read(path)
         module = parse_source(src)
         imports = resolve_imports(module)
         for k in module.kernels:
-            if nv.applies(k, imports) is not None:
+            if backend.applies(k, imports) is not None:
                 continue
-            for sizes in sizes_of.get(k.name, []):
+            for sizes in sizes_of.get(k.name) or smallest_sizes(src, k.name):
                 if clock.left() < 60:
                     rows.append({"kernel": k.name, "sizes": sizes, "status": "skipped: time budget"})
                     print(f"   {k.name}: skipped (time budget)")
@@ -93,7 +113,7 @@ def check_examples(clock: Clock, sizes_of: dict[str, list[dict[str, int]]]) -> l
                 row: dict = {"kernel": k.name, "file": path.name, "sizes": sizes}
                 at = ",".join(f"{n}={v}" for n, v in sizes.items())
                 try:
-                    r = run_source(src, "nvptx", sizes, kernel=k.name, unverified=True)[0]
+                    r = run_source(src, target, sizes, kernel=k.name, unverified=True)[0]
                     row.update(status="ok" if r.ok else "no-reference" if r.ok is None else "MISMATCH",
                                compile_s=r.compile_s, run_s=r.run_s, comparison=r.comparison)
                     c = r.comparison
@@ -112,9 +132,8 @@ def check_examples(clock: Clock, sizes_of: dict[str, list[dict[str, int]]]) -> l
     return rows
 
 
-def gemm_example() -> Path:
-    fast = ROOT / "examples" / "speed" / "gemm_mma_pipelined.ave"
-    return fast if fast.exists() else ROOT / "examples" / "gemm_mma_ldmatrix.ave"
+def gemm_example(target: str) -> Path:
+    return next(p for p in (ROOT / "examples" / name for name in GEMMS[target]) if p.exists())
 
 
 def bf16_bits(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
@@ -153,21 +172,26 @@ def cublas(a_bits: np.ndarray, b_bits: np.ndarray) -> tuple[np.ndarray | None, f
     return out.float().cpu().numpy(), seconds, what
 
 
-def time_gemm(clock: Clock, sizes: tuple[int, ...]) -> list[dict]:
-    from ave_nvptx.launch import run_timed
-    from ave_nvptx.toolchain import ToolchainError, locate
+def time_gemm(clock: Clock, sizes: tuple[int, ...], target: str) -> list[dict]:
+    import importlib
 
     from ave_decl.sim.reference import compare
 
-    path = gemm_example()
-    print(f"2. speed: bf16 GEMM with {path.name} against cuBLAS, mean of {REPEATS} launches between CUDA events")
+    run_timed = importlib.import_module(f"ave_{target}.launch").run_timed
+    path = gemm_example(target)
+    print(f"2. speed: bf16 GEMM with {path.name} against the vendor BLAS, mean of {REPEATS} launches "
+          "between GPU events")
     src = SourceFile.read(path)
-    try:
-        locate("ptxas")
-        stage = "cubin"
-    except ToolchainError:
-        stage = "ptx"
-    compiled = compile_source(src, "nvptx", stage=stage, unverified=True)[0]
+    stage = LAUNCH_STAGE[target]
+    if target == "nvptx":
+        from ave_nvptx.toolchain import ToolchainError, locate
+
+        try:
+            locate("ptxas")
+            stage = "cubin"
+        except ToolchainError:
+            stage = "ptx"
+    compiled = compile_source(src, target, stage=stage, unverified=True)[0]
     if compiled.resources:
         print(f"   {compiled.name}: {compiled.resources}")
     rows = []
@@ -212,24 +236,25 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=float(os.environ.get("AVE_H200_BUDGET_S", 360)),
                     help="seconds this driver may take (steps that do not fit are skipped)")
     ap.add_argument("--quick", action="store_true", help="one size per example, 4096^3 only")
+    ap.add_argument("--target", choices=sorted(GEMMS), default="nvptx", help="the backend to check")
     args = ap.parse_args()
     clock = Clock(args.budget)
-    results: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "budget_s": args.budget}
-    problem = device_problem()
+    results: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "budget_s": args.budget, "target": args.target}
+    problem = device_problem(args.target)
     if problem is not None:
         results["status"] = "no-device"
         results["reason"] = problem
         print(f"no GPU: {problem}", file=sys.stderr)
-        print("nothing was run: this check needs an NVIDIA GPU with its driver (bench/device/h200.sh)", file=sys.stderr)
-        emit(results)
+        print(f"nothing was run: this check needs a GPU that target {args.target} launches on", file=sys.stderr)
+        emit(results, args.target)
         return 2
-    results["checks"] = check_examples(clock, QUICK if args.quick else CHECK_SIZES)
-    results["gemm"] = time_gemm(clock, GEMM_SIZES[:1] if args.quick else GEMM_SIZES)
+    results["checks"] = check_examples(clock, QUICK if args.quick else CHECK_SIZES, args.target)
+    results["gemm"] = time_gemm(clock, GEMM_SIZES[:1] if args.quick else GEMM_SIZES, args.target)
     bad = [r for r in results["checks"] if r.get("status") in ("MISMATCH", "ERROR")]
     bad += [r for r in results["gemm"] if r.get("status") == "ERROR"]
     results["status"] = "failures" if bad else "ok"
     print(f"{len(results['checks'])} checks, {len(bad)} failing; {clock.left():.0f} s of the budget left")
-    emit(results)
+    emit(results, args.target)
     return 1 if bad else 0
 
 
