@@ -16,6 +16,7 @@ PREFETCH = EXAMPLES.parent / "tests" / "data" / "precision" / "gemm_register_pre
 SIZES = {"M": 256, "N": 128, "K": 96}  # three K tiles: the pipeline's prologue, steady state and last tile
 
 
+@pytest.mark.slow  # 18 s; the default suite is at its time budget
 def test_the_mi300x_gemm_verifies(ave):
     r = ave("check", "--json", "--no-violation-sets", GEMM)
     assert r.code == 0, r.out
@@ -34,6 +35,7 @@ def test_the_mi300x_gemm_compiles_to_wide_accesses_without_spills():
     assert r["shared_bytes"] == 2 * 256 * 36 * 2 + 2 * 32 * 128 * 2
 
 
+@pytest.mark.slow
 def test_the_register_prefetch_form_is_correct():
     (_, sim), = simulate_source(SourceFile(str(PREFETCH), PREFETCH.read_text()), SIZES, shadow=False)
     assert sim.reference["ok"], sim.reference

@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
@@ -72,6 +73,16 @@ class Backend:
     def build(self, compiled: CompiledKernel, upto: str) -> None:
         """Run the stages in order up to `upto`, adding one Artifact per stage."""
         raise NotImplementedError
+
+    @staticmethod
+    def optimised_llir(compiled: CompiledKernel, tm: llvm.TargetMachine) -> llvm.ModuleRef:
+        """The lowered module parsed, verified and run through O3 for `tm`, recorded as the
+        `llir` artifact: the first stage of every backend."""
+        from .llvm import optimise, parse
+
+        mod = optimise(parse(str(compiled.module)), tm)
+        compiled.artifacts["llir"] = Artifact("llir", str(mod), ".ll")
+        return mod
 
     def prepare(self, compiled: CompiledKernel) -> None:
         """Make `compiled` ready to launch (JIT, module load) so a launch times only the run."""

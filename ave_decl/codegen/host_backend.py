@@ -5,7 +5,6 @@ import numpy as np
 
 from .backend import Artifact, Backend, CompiledKernel
 from .host import HostTarget, host_machine
-from .llvm import optimise, parse
 
 
 class HostBackend(Backend):
@@ -21,8 +20,7 @@ class HostBackend(Backend):
         return HostTarget()
 
     def build(self, compiled: CompiledKernel, upto: str) -> None:
-        mod = optimise(parse(str(compiled.module)), host_machine())
-        compiled.artifacts["llir"] = Artifact("llir", str(mod), ".ll")
+        mod = self.optimised_llir(compiled, host_machine())
         if upto == "asm":
             compiled.artifacts["asm"] = Artifact("asm", host_machine().emit_assembly(mod), ".s")
 

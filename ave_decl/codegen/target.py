@@ -75,6 +75,32 @@ class CodegenTarget:
         b._insert(instr)
         return instr
 
+    def call(self, b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        """Call the function `name` of `self.module` (set by begin_kernel), declaring it on first
+        use with the arguments' types: how targets reach their intrinsics."""
+        module: ir.Module = self.module  # type: ignore[attr-defined]
+        fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ret, [a.type for a in args]), name=name)
+        return b.call(fn, args)
+
+    def static_shared(self, b: ir.IRBuilder, module: ir.Module, name: str, offset: int) -> ir.Value:
+        """A pointer at byte `offset` of one module-wide `shared_space` byte array `name`, sized by
+        `size_static_shared` once every array is known (NVPTX's and AMDGPU's shared memory)."""
+        slot = self.__dict__.get("_shared")
+        if slot is None:
+            slot = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), name=name, addrspace=self.shared_space)
+            slot.type = ir.PointerType(addrspace=self.shared_space)  # opaque: arrays of every element type live here
+            self.__dict__["_shared"] = slot
+        return b.gep(slot, [ir.Constant(ir.IntType(64), offset)], source_etype=ir.IntType(8))
+
+    def size_static_shared(self, info: LoweredKernel, align: int) -> None:
+        """Give the array of `static_shared` (if any) the block's shared bytes, at least 16."""
+        slot = self.__dict__.get("_shared")
+        if slot is not None:
+            slot.value_type = ir.ArrayType(ir.IntType(8), max(16, info.shared_bytes))
+            slot.align = align
+            slot.linkage = "internal"
+            slot.initializer = ir.Constant(slot.value_type, ir.Undefined)
+
     def begin_kernel(self, module: ir.Module, name: str, params: list[ir.Type]) -> tuple[ir.Function, list[ir.Value]]:
         """Declare the kernel; return it and its declared (visible) parameters in ABI order."""
         raise NotImplementedError

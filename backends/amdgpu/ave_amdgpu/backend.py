@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ave_decl.codegen import Artifact, Backend, CompiledKernel, optimise
+from ave_decl.codegen import Artifact, Backend, CompiledKernel
 from ave_decl.codegen.llvm import parse
 
 from . import toolchain
@@ -28,8 +28,7 @@ class AmdgpuBackend(Backend):
 
     def build(self, compiled: CompiledKernel, upto: str) -> None:
         tm = machine(compiled.arch)
-        mod = optimise(parse(str(compiled.module)), tm)
-        compiled.artifacts["llir"] = Artifact("llir", str(mod), ".ll")
+        mod = self.optimised_llir(compiled, tm)
         if upto == "llir":
             return
         asm = tm.emit_assembly(mod)

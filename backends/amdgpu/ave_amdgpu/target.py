@@ -78,7 +78,6 @@ class AmdgpuTarget(CodegenTarget):
     def __init__(self, arch: str) -> None:
         self.arch = arch
         self.data_layout = str(machine(arch).target_data)
-        self.shared: ir.GlobalVariable | None = None
 
     def begin_kernel(self, module, name, params):
         self.module = module
@@ -86,42 +85,34 @@ class AmdgpuTarget(CodegenTarget):
         fn.calling_convention = "amdgpu_kernel"
         return fn, list(fn.args)
 
-    def _call(self, b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
-        fn = self.module.globals.get(name) or ir.Function(self.module, ir.FunctionType(ret, [a.type for a in args]),
-                                                          name=name)
-        return b.call(fn, args)
-
     def thread_id(self, b, dim):
-        return self._call(b, f"llvm.amdgcn.workitem.id.{'xyz'[dim]}", I32, [])
+        return self.call(b, f"llvm.amdgcn.workitem.id.{'xyz'[dim]}", I32, [])
 
     def block_id(self, b, dim):
-        return self._call(b, f"llvm.amdgcn.workgroup.id.{'xyz'[dim]}", I32, [])
+        return self.call(b, f"llvm.amdgcn.workgroup.id.{'xyz'[dim]}", I32, [])
 
     def barrier(self, b):
         # LDS writes before the barrier are visible after it: release, s_barrier, acquire
         b.fence("release", "workgroup")
-        self._call(b, "llvm.amdgcn.s.barrier", ir.VoidType(), [])
+        self.call(b, "llvm.amdgcn.s.barrier", ir.VoidType(), [])
         b.fence("acquire", "workgroup")
 
     def shared_array(self, b, module, name, elem, count, offset):
-        if self.shared is None:  # sized in finish(), when every array is known
-            self.shared = ir.GlobalVariable(module, ir.ArrayType(I8, 0), name=SHARED, addrspace=3)
-            self.shared.type = ir.PointerType(addrspace=3)
-        return b.gep(self.shared, [ir.Constant(I32, offset)], source_etype=I8)
+        return self.static_shared(b, module, SHARED, offset)
 
     # ------------------------------------------------------- lane exchange
     def _lane_of(self, b: ir.IRBuilder, value: ir.Value, src_lane: ir.Value) -> ir.Value:
         """`ds_bpermute`: this lane reads `value` of lane `src_lane` (byte address 4 * lane)."""
         bits = b.bitcast(value, I32)
         addr = b.shl(src_lane, ir.Constant(I32, 2))
-        return b.bitcast(self._call(b, "llvm.amdgcn.ds.bpermute", I32, [addr, bits]), F32)
+        return b.bitcast(self.call(b, "llvm.amdgcn.ds.bpermute", I32, [addr, bits]), F32)
 
     def shuffle_xor(self, b, value, mask, lane):
         if mask in _QUAD_PERM:  # within a quad: DPP, no LDS traffic
             p = _QUAD_PERM[mask]
             ctrl = p[0] | p[1] << 2 | p[2] << 4 | p[3] << 6
             bits = b.bitcast(value, I32)
-            moved = self._call(b, "llvm.amdgcn.update.dpp.i32", I32,
+            moved = self.call(b, "llvm.amdgcn.update.dpp.i32", I32,
                                [ir.Constant(I32, 0), bits, ir.Constant(I32, ctrl), ir.Constant(I32, 0xF),
                                 ir.Constant(I32, 0xF), ir.Constant(ir.IntType(1), 1)])
             return b.bitcast(moved, F32)
@@ -129,7 +120,7 @@ class AmdgpuTarget(CodegenTarget):
 
     def shuffle(self, b, value, src_lane, lane):
         if isinstance(src_lane, ir.Constant):  # one lane for the whole wave: a scalar read
-            bits = self._call(b, "llvm.amdgcn.readlane.i32", I32, [b.bitcast(value, I32), src_lane])
+            bits = self.call(b, "llvm.amdgcn.readlane.i32", I32, [b.bitcast(value, I32), src_lane])
             return b.bitcast(bits, F32)
         return self._lane_of(b, value, src_lane)
 
@@ -154,7 +145,7 @@ class AmdgpuTarget(CodegenTarget):
         acc_ty = ir.VectorType(F32, instr.c.values)
         acc = self._vector(b, list(c), acc_ty)
         zero = ir.Constant(I32, 0)  # cbsz, abid, blgp: no broadcast, no lane-group swizzle
-        d = self._call(b, name, acc_ty, [self._vector(b, a, operand), self._vector(b, bv, operand), acc,
+        d = self.call(b, name, acc_ty, [self._vector(b, a, operand), self._vector(b, bv, operand), acc,
                                          zero, zero, zero])
         return [b.extract_element(d, ir.Constant(I32, i)) for i in range(instr.c.values)]
 
@@ -165,12 +156,7 @@ class AmdgpuTarget(CodegenTarget):
         if info.shared_bytes > LDS_BYTES:
             raise CodegenError(f"{info.symbol} uses {info.shared_bytes} bytes of LDS; a gfx942 workgroup has "
                                f"{LDS_BYTES}")
-        if self.shared is not None:
-            size = max(16, info.shared_bytes)
-            self.shared.value_type = ir.ArrayType(I8, size)
-            self.shared.align = 16
-            self.shared.linkage = "internal"
-            self.shared.initializer = ir.Constant(self.shared.value_type, ir.Undefined)
+        self.size_static_shared(info, 16)
         flags = module.add_named_metadata("llvm.module.flags")
         flags.add(module.add_metadata([ir.Constant(I32, 1), "amdhsa_code_object_version",
                                        ir.Constant(I32, CODE_OBJECT_VERSION)]))

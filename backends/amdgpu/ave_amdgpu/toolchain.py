@@ -7,13 +7,12 @@ import io
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 from ave_decl.codegen.errors import ToolchainError
+from ave_decl.codegen.tools import run_tool
 
-TOOL_TIMEOUT_S = 300.0
 ENV = "AVE_LD_LLD"
 INSTALL = "install LLVM's linker (Debian: apt-get install lld-19) or set AVE_LD_LLD"
 _VERSIONED = re.compile(r"^ld\.lld-(\d+)$")
@@ -70,16 +69,7 @@ def link(obj: bytes) -> bytes:
     with tempfile.TemporaryDirectory(prefix="ave-lld-") as tmp:
         src, out = Path(tmp, "kernel.o"), Path(tmp, "kernel.hsaco")
         src.write_bytes(obj)
-        cmd = [str(lld), "-shared", "--no-undefined", str(src), "-o", str(out)]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise ToolchainError(f"ld.lld did not finish in {TOOL_TIMEOUT_S:.0f} s") from exc
-        except OSError as exc:
-            raise ToolchainError(f"ld.lld could not start: {exc}") from exc
-        if done.returncode != 0:
-            first = next((x for x in (done.stderr or done.stdout).splitlines() if x.strip()), "no message")
-            raise ToolchainError(f"ld.lld failed (exit {done.returncode}): {first.strip()}")
+        run_tool([str(lld), "-shared", "--no-undefined", str(src), "-o", str(out)], "ld.lld")
         return out.read_bytes()
 
 

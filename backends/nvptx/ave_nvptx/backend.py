@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ave_decl.codegen import Artifact, Backend, CompiledKernel, optimise
-from ave_decl.codegen.llvm import parse
+from ave_decl.codegen import Artifact, Backend, CompiledKernel
 
 from . import toolchain
 from .target import ARCHS, NvptxTarget, machine
@@ -25,8 +24,7 @@ class NvptxBackend(Backend):
 
     def build(self, compiled: CompiledKernel, upto: str) -> None:
         tm = machine(compiled.arch)
-        mod = optimise(parse(str(compiled.module)), tm)
-        compiled.artifacts["llir"] = Artifact("llir", str(mod), ".ll")
+        mod = self.optimised_llir(compiled, tm)
         if upto == "llir":
             return
         ptx = tm.emit_assembly(mod)

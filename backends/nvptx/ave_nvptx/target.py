@@ -39,39 +39,30 @@ class NvptxTarget(CodegenTarget):
     def __init__(self, arch: str) -> None:
         self.arch = arch
         self.data_layout = str(machine(arch).target_data)
-        self.shared: ir.GlobalVariable | None = None
 
     def begin_kernel(self, module, name, params):
         self.module = module
         fn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=name)
         return fn, list(fn.args)
 
-    def _call(self, b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
-        fn = self.module.globals.get(name) or ir.Function(self.module, ir.FunctionType(ret, [a.type for a in args]),
-                                                          name=name)
-        return b.call(fn, args)
-
     def thread_id(self, b, dim):
-        return self._call(b, f"llvm.nvvm.read.ptx.sreg.tid.{'xyz'[dim]}", I32, [])
+        return self.call(b, f"llvm.nvvm.read.ptx.sreg.tid.{'xyz'[dim]}", I32, [])
 
     def block_id(self, b, dim):
-        return self._call(b, f"llvm.nvvm.read.ptx.sreg.ctaid.{'xyz'[dim]}", I32, [])
+        return self.call(b, f"llvm.nvvm.read.ptx.sreg.ctaid.{'xyz'[dim]}", I32, [])
 
     def barrier(self, b):
-        self._call(b, "llvm.nvvm.barrier0", ir.VoidType(), [])
+        self.call(b, "llvm.nvvm.barrier0", ir.VoidType(), [])
 
     def shared_array(self, b, module, name, elem, count, offset):
-        if self.shared is None:  # sized in finish(), when every array is known
-            self.shared = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), name=SHARED, addrspace=3)
-            self.shared.type = ir.PointerType(addrspace=3)  # opaque: arrays of every element type live here
-        return b.gep(self.shared, [ir.Constant(ir.IntType(64), offset)], source_etype=ir.IntType(8))
+        return self.static_shared(b, module, SHARED, offset)
 
     def shuffle_xor(self, b, value, mask, lane):
-        return self._call(b, "llvm.nvvm.shfl.sync.bfly.f32", F32,
+        return self.call(b, "llvm.nvvm.shfl.sync.bfly.f32", F32,
                           [ir.Constant(I32, -1), value, ir.Constant(I32, mask), ir.Constant(I32, 31)])
 
     def shuffle(self, b, value, src_lane, lane):
-        return self._call(b, "llvm.nvvm.shfl.sync.idx.f32", F32, [ir.Constant(I32, -1), value, src_lane,
+        return self.call(b, "llvm.nvvm.shfl.sync.idx.f32", F32, [ir.Constant(I32, -1), value, src_lane,
                                                                    ir.Constant(I32, 31)])
 
     @staticmethod
@@ -93,14 +84,14 @@ class NvptxTarget(CodegenTarget):
             ra, rb = [b.bitcast(x, vec) for x in ra], [b.bitcast(x, vec) for x in rb]
             name = "llvm.nvvm.mma.m16n8k16.row.col.f32.f32"
         ret = ir.LiteralStructType([F32] * 4)
-        d = self._call(b, name, ret, ra + rb + list(c))
+        d = self.call(b, name, ret, ra + rb + list(c))
         return [b.extract_value(d, i) for i in range(4)]
 
     def ldmatrix(self, b, lm: LoadMatrix, row, lane):
         n = lm.matrices
         name = f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{n}{'.trans' if lm.trans else ''}.b16"
         ret = I32 if n == 1 else ir.LiteralStructType([I32] * n)
-        regs = self._call(b, name, ret, [row])
+        regs = self.call(b, name, ret, [row])
         out = []
         for r in range(n):
             reg = regs if n == 1 else b.extract_value(regs, r)
@@ -109,25 +100,20 @@ class NvptxTarget(CodegenTarget):
 
     def async_copy(self, b, dst, src, nbytes):
         kind = "cg" if nbytes == 16 else "ca"  # .cg (L2 only) exists for 16 bytes alone
-        self._call(b, f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}", ir.VoidType(), [dst, src])
+        self.call(b, f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}", ir.VoidType(), [dst, src])
         return True
 
     def async_wait(self, b):
-        self._call(b, "llvm.nvvm.cp.async.wait.all", ir.VoidType(), [])
+        self.call(b, "llvm.nvvm.cp.async.wait.all", ir.VoidType(), [])
 
     def async_commit(self, b):
-        self._call(b, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), [])
+        self.call(b, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), [])
 
     def async_wait_group(self, b, n):
-        self._call(b, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [ir.Constant(I32, n)])
+        self.call(b, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [ir.Constant(I32, n)])
 
     def finish(self, module, fn, info: LoweredKernel):
-        if self.shared is not None:
-            size = max(16, info.shared_bytes)
-            self.shared.value_type = ir.ArrayType(ir.IntType(8), size)
-            self.shared.align = 128
-            self.shared.linkage = "internal"
-            self.shared.initializer = ir.Constant(self.shared.value_type, ir.Undefined)
+        self.size_static_shared(info, 128)
         annotations = module.add_named_metadata("nvvm.annotations")
         annotations.add(module.add_metadata([fn, "kernel", ir.Constant(I32, 1)]))
         for axis, extent in zip("xyz", info.block):

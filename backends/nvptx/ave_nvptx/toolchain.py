@@ -6,13 +6,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 
 from ave_decl.codegen.errors import ToolchainError
+from ave_decl.codegen.tools import run_tool
 
-TOOL_TIMEOUT_S = 300.0
 ENV = {"ptxas": "AVE_PTXAS", "nvdisasm": "AVE_NVDISASM"}
 PACKAGES = {"ptxas": "nvidia-cuda-nvcc-cu12", "nvdisasm": "nvidia-cuda-nvdisasm"}
 
@@ -35,19 +34,6 @@ def locate(tool: str) -> Path:
                          f"or set {ENV[tool]})")
 
 
-def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise ToolchainError(f"{what} did not finish in {TOOL_TIMEOUT_S:.0f} s") from exc
-    except OSError as exc:
-        raise ToolchainError(f"{what} could not start: {exc}") from exc
-    if done.returncode != 0:
-        first = next((line for line in (done.stderr or done.stdout).splitlines() if line.strip()), "no message")
-        raise ToolchainError(f"{what} failed (exit {done.returncode}): {first.strip()}")
-    return done
-
-
 _USED = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -60,7 +46,7 @@ def assemble(ptx: str, arch: str) -> tuple[bytes, dict[str, int], str]:
     with tempfile.TemporaryDirectory(prefix="ave-ptxas-") as tmp:
         src, out = Path(tmp, "kernel.ptx"), Path(tmp, "kernel.cubin")
         src.write_text(ptx)
-        done = _run([str(ptxas), f"-arch={arch}", "-v", "-O3", str(src), "-o", str(out)], "ptxas")
+        done = run_tool([str(ptxas), f"-arch={arch}", "-v", "-O3", str(src), "-o", str(out)], "ptxas")
         report = done.stderr + done.stdout
         resources = {}
         for key, pattern in (("registers", _USED), ("shared_bytes", _SMEM), ("stack_bytes", _STACK)):
@@ -78,4 +64,4 @@ def disassemble(cubin: bytes) -> str:
     with tempfile.TemporaryDirectory(prefix="ave-nvdisasm-") as tmp:
         path = Path(tmp, "kernel.cubin")
         path.write_bytes(cubin)
-        return _run([str(nvdisasm), "-c", str(path)], "nvdisasm").stdout
+        return run_tool([str(nvdisasm), "-c", str(path)], "nvdisasm").stdout
