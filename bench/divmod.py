@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 import ave_decl  # noqa: E402
 from ave_decl.solver import smt  # noqa: E402
-from ave_decl.testing.strategies import GemmSpec, render  # noqa: E402
+from ave_decl.transform.gemm_templates import GemmSpec, render  # noqa: E402
 
 DRAWN = {
     "drawn 16x16x16, 2 waves, vec2": GemmSpec(2, 1, 16, instruction="16x16x16", copy_width=2),

@@ -28,9 +28,10 @@ ALLOWED: dict[str, set[str]] = {
     "pipeline": {"hw", "lang", "facts", "datalog", "report", "solver", "sim"},
     "api": {"lang", "report", "pipeline", "execute"},
     "audit": {"lang", "datalog", "report", "pipeline"},
-    "testing": {"hw", "lang", "report", "sim", "api"},
+    "transform": {"hw", "lang"},
+    "testing": {"hw", "lang", "report", "sim", "api", "transform"},
     "cli": {"hw", "lang", "facts", "datalog", "report", "solver", "sim", "pipeline", "api", "audit", "testing",
-            "codegen", "execute"},
+            "transform", "codegen", "execute"},
     "version": set(),
 }
 

@@ -3,7 +3,7 @@
     ave fuzz --transform examples/transforms/pipeline_k_loop.py:broken   # finds the bug
     ave fuzz --transform examples/transforms/pipeline_k_loop.py:correct  # finds nothing
 """
-from ave_decl.testing.transforms import pipeline_k_loop, pipeline_k_loop_wrong_stage
+from ave_decl.transform.catalogue import pipeline_k_loop, pipeline_k_loop_wrong_stage
 
 
 def correct(module):

@@ -3,7 +3,7 @@
     ave fuzz --transform examples/transforms/swizzle_shared.py:broken   # finds the bug
     ave fuzz --transform examples/transforms/swizzle_shared.py:correct  # finds nothing
 """
-from ave_decl.testing.transforms import xor_swizzle_shared, xor_swizzle_writes_only
+from ave_decl.transform.catalogue import xor_swizzle_shared, xor_swizzle_writes_only
 
 
 def correct(module):

@@ -15,7 +15,7 @@ from ave_decl.sim.run import simulate_source
 from ave_decl.testing.fuzz import check_transformation
 from ave_decl.testing.mutate import OPERATORS, mutants
 from ave_decl.testing.strategies import GemmSpec, KernelCase, attention_kernels, gemm_kernels, render
-from ave_decl.testing.transforms import CATALOGUE, MUTATIONS
+from ave_decl.transform.catalogue import CATALOGUE, MUTATIONS
 
 TRANSFORMS = ROOT / "examples" / "transforms" / "swizzle_shared.py"
 

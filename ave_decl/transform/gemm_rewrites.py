@@ -16,7 +16,7 @@ from ..lang import ast as A
 from ..lang import printer
 from ..lang.parser import parse_text
 from .ast_rewrite import const_range, is_call_stmt, mentions, rewrite, shared_decls, with_range
-from .strategies import (MFMA16_ACCUMULATORS, mfma16_compute, mfma16_epilogue, mfma32_compute, mfma32_epilogue,
+from .gemm_templates import (MFMA16_ACCUMULATORS, mfma16_compute, mfma16_epilogue, mfma32_compute, mfma32_epilogue,
                          valid_swizzles)
 
 
