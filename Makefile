@@ -9,11 +9,12 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python setup.cfg pyproject.toml backends/nvptx/setup.cfg backends/amdgpu/setup.cfg
+$(STAMP): $(BIN)/python setup.cfg pyproject.toml backends/nvptx/setup.cfg backends/amdgpu/setup.cfg planner/setup.cfg
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	$(BIN)/python -m pip install --quiet -e 'backends/nvptx[toolchain,cuda]'
 	$(BIN)/python -m pip install --quiet -e 'backends/amdgpu'
+	$(BIN)/python -m pip install --quiet -e 'planner'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -40,6 +41,9 @@ demo: $(STAMP)
 	@echo
 	@echo "== ave run examples/gemm_mma_ldmatrix.ave --target host (the emitted IR on the CPU, one thread per GPU thread) =="
 	@$(BIN)/ave run examples/gemm_mma_ldmatrix.ave --target host --sizes M=64,N=32,K=32
+	@echo
+	@echo "== ave optimize examples/gemm_naive.ave --budget 8 (planner: every accepted step VERIFIED and host-correct) =="
+	@$(BIN)/ave optimize examples/gemm_naive.ave --budget 8 --out $(VENV)/optimize-demo
 
 define DEMO_JSON
 import json, sys

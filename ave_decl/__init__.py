@@ -12,7 +12,7 @@ from pathlib import Path
 from .report.model import Counterexample, Finding, KernelReport, Report, Verdict
 from .version import __version__
 
-__all__ = ["check", "emit", "run", "Report", "KernelReport", "Finding", "Counterexample", "Verdict", "__version__"]
+__all__ = ["check", "relations", "invariants", "emit", "run", "Report", "KernelReport", "Finding", "Counterexample", "Verdict", "__version__"]
 
 
 def check(source_or_path: str | PathLike | list[str | PathLike], *, engine: str = "embedded",
@@ -34,6 +34,26 @@ def check(source_or_path: str | PathLike | list[str | PathLike], *, engine: str 
         else:
             sources.append(SourceFile(path, str(item)))
     return run(sources, opts, errors)
+
+
+def relations(source_or_path: str | PathLike, names: tuple[str, ...] | list[str], *, engine: str = "embedded",
+              rules: tuple[str, ...] | list[str] = (), path: str = "<string>"):
+    """The tuples of Datalog relations (facts or derived) for each kernel of one file, without
+    solving any obligation: `(list of report.relations.RelationDump, list of ErrorReport)`.
+    `rules` adds `.dl` files or directories to the core rules (how the planner asks its
+    preconditions)."""
+    from .pipeline import Options, derive
+
+    opts = Options(engine=engine, rules_dirs=tuple(str(r) for r in rules))
+    return derive([_source(source_or_path, path)], opts, tuple(names))
+
+
+def invariants(rules: tuple[str, ...] | list[str] = ()) -> dict[str, dict[str, str]]:
+    """Invariant id -> its rule file's header fields (title, severity, description, help), for
+    the core library plus `rules`: what a plug-in may name as an obligation to be proved."""
+    from .pipeline import invariant_metadata
+
+    return invariant_metadata(tuple(str(r) for r in rules))
 
 
 def _source(source_or_path: str | PathLike, path: str):

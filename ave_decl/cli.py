@@ -65,6 +65,17 @@ class _AveGroup(click.Group):
             click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
             sys.exit(int(ExitCode.INTERNAL))
 
+    def list_commands(self, ctx):
+        return sorted({*super().list_commands(ctx), *_plugin_commands()})
+
+    def get_command(self, ctx, name):
+        """Built-in commands, then those of installed plug-ins (entry point group `ave.commands`,
+        e.g. `ave optimize` from ave-planner), loaded only when named or listed."""
+        found = super().get_command(ctx, name)
+        if found is None and name in _plugin_commands():
+            found = _plugin_commands()[name].load()
+        return found
+
     def invoke(self, ctx):
         """Ctrl-C is exit 130 (128 + SIGINT, the shell's convention): click's own "Aborted!" exits 1,
         which is the VIOLATION code, so a script could not tell an interrupted run from a violation."""
@@ -73,6 +84,12 @@ class _AveGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("error: interrupted", err=True)
             sys.exit(int(ExitCode.INTERRUPTED))
+
+
+def _plugin_commands() -> dict:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group="ave.commands")}
 
 
 @click.group(cls=_AveGroup, epilog=_EXIT_HELP)

@@ -164,6 +164,36 @@ def _run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport
     return report
 
 
+def invariant_metadata(rules_dirs: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+    """Invariant id -> header fields of the rule set (core plus `rules_dirs`)."""
+    return rule_metadata(load_rules(rules_dirs))
+
+
+def derive(sources: list[SourceFile], opts: Options, names: tuple[str, ...]) -> tuple[list[RelationDump],
+                                                                                 list[ErrorReport]]:
+    """Only the first stages: parse, facts, the fixpoint of the core rules plus `opts.rules_dirs`,
+    then the tuples of `names` per kernel; no obligation is solved. Why: a planner's precondition
+    is a Datalog query over a kernel's facts and derived relations, asked for every candidate; the
+    solver's cost would be paid for nothing. Errors (front end, rules, engine) come back as reports."""
+    errors: list[ErrorReport] = []
+    try:
+        prog = load_rules(opts.rules_dirs)
+        engine = make_engine(opts.engine, prog)
+        printing = check_relation_names(prog, names)
+    except AveError as exc:
+        return [], [error_report(exc, None, str(exc.span.path) if exc.span else "<rules>")]
+    fe = front_end(sources)
+    errors.extend(fe.errors)
+    if not fe.kernels:
+        return [], errors
+    try:
+        with fast_z3(), printing_engine(opts.engine, prog, engine, printing) as fixpoint:
+            derived = fixpoint.run(merge(fe.kernels), timeout=opts.engine_timeout_s)
+    except AveError as exc:
+        return [], errors + [error_report(exc, None, "<engine>")]
+    return dump_relations(prog, fe.kernels, derived, printing), errors
+
+
 def confirm_findings(kf: KernelFacts, findings) -> None:
     """Replay every counterexample in the simulator (`--confirm`). A violation whose counterexample
     the simulator does not reproduce is not a confirmed violation: it becomes UNKNOWN for its

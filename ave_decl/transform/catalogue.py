@@ -15,10 +15,25 @@ import dataclasses
 from typing import Callable
 
 from ..lang import ast as A
-from .ast_rewrite import (Rewrite, const_range, mentions, per_thread_names, rewrite, shared_buffers, shared_decls,
-                          thread_count, thread_vars, walk)
-from .gemm_rewrites import (mfma_32x32x8_to_16x16x16, pipeline_k_loop, pipeline_k_loop_3_stages,
-                            pipeline_k_loop_wrong_stage, split_k_tile)
+from .ast_rewrite import (
+    Rewrite,
+    const_range,
+    mentions,
+    per_thread_names,
+    rewrite,
+    shared_buffers,
+    shared_decls,
+    thread_count,
+    thread_vars,
+    walk,
+)
+from .gemm_rewrites import (
+    mfma_32x32x8_to_16x16x16,
+    pipeline_k_loop,
+    pipeline_k_loop_3_stages,
+    pipeline_k_loop_wrong_stage,
+    split_k_tile,
+)
 
 
 def _swizzle_index(sub: A.Subscript, cols: int) -> A.Subscript:

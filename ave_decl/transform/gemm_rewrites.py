@@ -16,8 +16,14 @@ from ..lang import ast as A
 from ..lang import printer
 from ..lang.parser import parse_text
 from .ast_rewrite import const_range, is_call_stmt, mentions, rewrite, shared_decls, with_range
-from .gemm_templates import (MFMA16_ACCUMULATORS, mfma16_compute, mfma16_epilogue, mfma32_compute, mfma32_epilogue,
-                         valid_swizzles)
+from .gemm_templates import (
+    MFMA16_ACCUMULATORS,
+    mfma16_compute,
+    mfma16_epilogue,
+    mfma32_compute,
+    mfma32_epilogue,
+    valid_swizzles,
+)
 
 
 def pipeline_k_loop(module: A.Module, read_stage: str = "st", stages: int = 2) -> A.Module:

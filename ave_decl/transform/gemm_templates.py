@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from ..hw.layout import Composed, Swizzle, is_bijective, row_major
 
+BF16_TOLERANCE = 1e-2  # f32 operands rounded to bf16 (8 significant bits): K-term sums stay well inside
+
+
 @dataclass(frozen=True)
 class GemmSpec:
     waves_m: int = 1
@@ -22,8 +25,24 @@ class GemmSpec:
     grid_n: int = 1
     k_tiles: int = 1
     naive: bool = False
-    instruction: str = "32x32x8"  # "16x16x16": the wave's 32x32 tile as 2x2 MFMAs; "m16n8k16": NVIDIA
+    instruction: str = "32x32x8"  # "16x16x16": the wave's 32x32 tile as 2x2 MFMAs; "m16n8k16": NVIDIA;
+    # "fma": no matrix instruction, each lane a 4x4 block of the wave's 32x32 tile in scalar FMAs
     copy_width: int = 0  # 0: one contiguous chunk per thread; 1: coalesced scalars; V: vectors of V
+    pad: int = 0  # elements added to each row of both shared tiles (rows read by a column walk
+    # then start in different banks); the tiles' indices are unchanged
+    input_dtype: str = "bf16"  # of A and B in global memory; f32 inputs are rounded to bf16 in
+    # shared memory for a matrix instruction (the kernel then declares BF16_TOLERANCE)
+    name: str = "gemm_fuzz"
+
+    @property
+    def shared_dtype(self) -> str:
+        return self.input_dtype if self.instruction == "fma" else "bf16"
+
+    @property
+    def tolerance(self) -> float | None:
+        """The reference tolerance the kernel declares: None (the default 1e-3) unless its inputs
+        are rounded to a narrower type on the way to the multiplier."""
+        return BF16_TOLERANCE if self.shared_dtype == "bf16" and self.input_dtype == "f32" else None
 
     @property
     def nvidia(self) -> bool:
@@ -119,6 +138,23 @@ def mma_ldmatrix_compute(steps: int, indent: str) -> list[str]:
             f"{indent}    acc = mma_m16n8k16_bf16(a, b, acc)"]
 
 
+def fma_compute(steps: int, indent: str) -> list[str]:
+    """Scalar FMAs from the shared tiles: lane `lane` of wave (wm, wn) owns rows lane // 8 * 4 + i
+    and columns lane % 8 * 4 + j of the wave's 32x32 tile; the K pairing is an explicit assertion
+    (no instruction implies it)."""
+    return [f"{indent}for s in range({steps}):", f"{indent}    for i in range(4):",
+            f"{indent}        for j in range(4):",
+            f"{indent}            x = As[wm * 32 + lane // 8 * 4 + i, s]",
+            f"{indent}            y = Bs[s, wn * 32 + lane % 8 * 4 + j]",
+            f"{indent}            assert_tag(x, y, lambda ta, tb: ta[1] == tb[0])",
+            f"{indent}            acc[i * 4 + j] += x * y"]
+
+
+def fma_epilogue(row: str, col: str) -> list[str]:
+    return ["    for i in range(4):", "        for j in range(4):",
+            f"            C[{row} + lane // 8 * 4 + i, {col} + lane % 8 * 4 + j] = acc[i * 4 + j]"]
+
+
 def mma_epilogue(row: str, col: str) -> list[str]:
     return ["    for r in range(4):",
             f"        C[{row} + lane // 4 + 8 * (r // 2), {col} + 2 * (lane % 4) + r % 2] = acc[r]"]
@@ -143,6 +179,12 @@ def render(spec: GemmSpec | AttentionSpec) -> str:
         epilogue = mma_epilogue("bm + wm * 16", "bn + wn * 8")
         registers = ["    a = local(bf16, (8,))", "    b = local(bf16, (4,))"]
         accumulators = ["    acc = local(f32, (4,), init=0)"]
+    elif spec.instruction == "fma":
+        header = ""
+        compute = fma_compute(kt, "        ")
+        epilogue = fma_epilogue("bm + wm * 32", "bn + wn * 32")
+        registers = []
+        accumulators = ["    acc = local(f32, (16,), init=0)"]
     elif spec.instruction == "16x16x16":
         compute = mfma16_compute("wm * 32", "wn * 32", kt // 16, "        ")
         epilogue = mfma16_epilogue("bm + wm * 32", "bn + wn * 32")
@@ -162,10 +204,11 @@ def render(spec: GemmSpec | AttentionSpec) -> str:
         syncthreads()
 """ + "\n".join(compute) + "\n        syncthreads()\n" + "\n".join(epilogue) + "\n"
     group = "warp=32" if spec.nvidia else "wave=64"
-    return f'''{header}
-
-@kernel(grid=(M // {bm}, N // {bn}), block={t}, {group}, reference="C = A @ B")
-def gemm_fuzz(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (K, N)], C: Tensor[f32, (M, N)]):
+    tolerance = "" if spec.tolerance is None else f", tolerance={spec.tolerance:g}"
+    src, sh = spec.input_dtype, spec.shared_dtype
+    return f'''{header + chr(10) if header else ""}
+@kernel(grid=(M // {bm}, N // {bn}), block={t}, {group}, reference="C = A @ B"{tolerance})
+def {spec.name}(A: Tensor[{src}, (M, K)], B: Tensor[{src}, (K, N)], C: Tensor[f32, (M, N)]):
     assume(M % {bm} == 0, N % {bn} == 0, K % {kt} == 0, K >= {kt})
     tag(A, lambda m, k: (m, k), "A")
     tag(B, lambda k, n: (k, n), "B")
@@ -176,8 +219,8 @@ def gemm_fuzz(A: Tensor[bf16, (M, K)], B: Tensor[bf16, (K, N)], C: Tensor[f32, (
     wn = w % {spec.waves_n}
     bm = block_id(0) * {bm}
     bn = block_id(1) * {bn}
-    As = shared(bf16, ({bm}, {kt}){_layout(bm, kt, spec.swizzle_a)})
-    Bs = shared(bf16, ({kt}, {bn}){_layout(kt, bn, spec.swizzle_b)})
+    As = shared({sh}, ({bm}, {kt + spec.pad}){_layout(bm, kt, spec.swizzle_a)})
+    Bs = shared({sh}, ({kt}, {bn + spec.pad}){_layout(kt, bn, spec.swizzle_b)})
 ''' + body
 
 

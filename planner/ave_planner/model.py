@@ -1,0 +1,343 @@
+"""An analytical performance model: an estimate of a kernel's time at a launch size, no GPU needed.
+
+It walks the kernel once with the sizes bound, weighting each statement by the trip counts of
+its loops, and evaluates every memory access's address for the lanes of one wave at a concrete
+point (ids, loop variables at their first values) — so the sectors a global access touches, the
+bank-conflict degree of a shared access and the contiguous run a thread's consecutive iterations
+cover (a vector instruction after the backend's load/store vectoriser) come from the index
+expressions themselves. Terms (seconds): `dram` (each tensor's footprint once over HBM), `l2`
+(the 32-byte sectors every global access instruction touches, over the L2 bandwidth), `issue`
+(global memory instructions per CU), `lds` (shared-memory wavefronts including conflict
+replays), `mma` and `fma` (matrix and scalar multiply-adds over their peaks). Without an async
+copy in a loop, memory and compute add up; with one (a pipeline) they overlap: `max`.
+Blind spots (docs/planner.md): no L1 or register reuse across blocks, no occupancy or latency,
+no instruction scheduling, no tails; the ranking is what it is for, not the absolute figure.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+
+from ave_decl.hw.instructions import INSTRUCTIONS
+from ave_decl.lang import ast as A
+from ave_decl.lang.parser import parse_text
+
+TERMS = ("dram", "l2", "issue", "lds", "mma", "fma")
+_ESIZE = {"f32": 4, "bf16": 2, "f16": 2, "fp8": 1, "bf8": 1, "i32": 4, "int32": 4, "i8": 1, "u8": 1, "i16": 2}
+
+
+def devices() -> dict[str, dict]:
+    return tomllib.loads(resources.files("ave_planner").joinpath("data/devices.toml").read_text("utf-8"))
+
+
+DEVICE_OF_TARGET = {"nvptx": "h200", "amdgpu": "mi300x"}
+
+
+@dataclass
+class Estimate:
+    seconds: float
+    terms: dict[str, float]
+    counts: dict[str, float] = field(default_factory=dict)
+    overlapped: bool = False
+    device: str = ""
+
+    @property
+    def bound(self) -> str:
+        return max(self.terms, key=lambda k: self.terms[k])
+
+    def to_json(self) -> dict:
+        return {"seconds": self.seconds, "bound": self.bound, "overlapped": self.overlapped, "device": self.device,
+                "terms": dict(self.terms), "counts": dict(self.counts)}
+
+
+class _Unknown(Exception):
+    """An expression the model cannot evaluate at the concrete point."""
+
+
+@dataclass
+class _Walk:
+    sizes: dict[str, int]
+    tensors: dict[str, tuple[str, tuple[A.Expr, ...]]]  # global tensors: dtype, shape
+    shared: dict[str, tuple[str, tuple[int, ...]]]  # shared buffers: dtype, shape
+    group: int
+    block: tuple[int, ...]
+    layouts: dict[str, object] = field(default_factory=dict)  # shared buffer -> its layout, when given
+    defs: dict[str, A.Expr] = field(default_factory=dict)
+    loops: list[tuple[str, int, int, int]] = field(default_factory=list)  # var, lo, step, trip
+    counts: dict[str, float] = field(default_factory=lambda: {k: 0.0 for k in
+                                                              ("global_instr", "global_sectors", "lds_wavefronts",
+                                                               "mma_flops", "fma_flops", "shared_bytes")})
+    async_in_loop: bool = False
+
+    # ------------------------------------------------------------ evaluation
+    def value(self, e: A.Expr, env: dict[str, int]) -> int:
+        if isinstance(e, A.Int):
+            return e.value
+        if isinstance(e, A.Name):
+            if e.id in env:
+                return env[e.id]
+            if e.id in self.sizes:
+                return self.sizes[e.id]
+            if e.id in self.defs:
+                return self.value(self.defs[e.id], env)
+            raise _Unknown(e.id)
+        if isinstance(e, A.BinOp):
+            x, y = self.value(e.left, env), self.value(e.right, env)
+            ops = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "//": lambda: x // y if y else 0,
+                   "%": lambda: x % y if y else 0, "^": lambda: x ^ y, "&": lambda: x & y, "|": lambda: x | y,
+                   "<<": lambda: x << y, ">>": lambda: x >> y}
+            if e.op in ops:
+                return ops[e.op]()
+        if isinstance(e, A.Call) and isinstance(e.func, A.Name):
+            n = e.func.id
+            args = [self.value(a, env) for a in e.args] if n in ("min", "max") else []
+            if n in ("min", "max"):
+                return (min if n == "min" else max)(args)
+            if n in ("thread_id", "block_id", "lane_id", "wave_id", "warp_id"):
+                key = n if not e.args else f"{n}({self.value(e.args[0], {})})"
+                return env.get(key, 0)
+        raise _Unknown(type(e).__name__)
+
+    def lane_env(self, lane: int, env: dict[str, int]) -> dict[str, int]:
+        """Thread `lane` of the first wave of block 0 (x fastest, as the hardware numbers threads)."""
+        out = dict(env)
+        bx = self.block[0]
+        out.update({"thread_id(0)": lane % bx, "thread_id(1)": lane // bx if len(self.block) > 1 else 0,
+                    "lane_id": lane % self.group, "wave_id": 0, "warp_id": 0})
+        return out
+
+    # ------------------------------------------------------------ accesses
+    def flat(self, sub: A.Subscript, shape: tuple[int, ...], env: dict[str, int]) -> int:
+        layout = self.layouts.get(sub.value.id) if isinstance(sub.value, A.Name) else None
+        if layout is not None:
+            return layout(*(self.value(i, env) for i in sub.indices))  # type: ignore[operator]
+        off = 0
+        for idx, ext in zip(sub.indices, shape):
+            off = off * ext + self.value(idx, env)
+        return off
+
+    def global_access(self, sub: A.Subscript, weight: float, env: dict[str, int]) -> None:
+        dtype, shape_e = self.tensors[sub.value.id]  # type: ignore[union-attr]
+        esize = _ESIZE.get(dtype, 4)
+        try:
+            shape = tuple(self.value(s, {}) for s in shape_e)
+            run = self.run_length(sub, shape, env, esize)
+            starts = [self.flat(sub, shape, self.lane_env(lane, env)) * esize for lane in range(self.group)]
+        except _Unknown:
+            starts, run = [lane * esize for lane in range(self.group)], 1
+        sectors = len({(a + b) // 32 for a in starts for b in range(0, run * esize, min(32, run * esize))})
+        instrs = weight / self.group / run
+        self.counts["global_instr"] += instrs
+        self.counts["global_sectors"] += instrs * sectors
+
+    def run_length(self, sub: A.Subscript, shape: tuple[int, ...], env: dict[str, int], esize: int) -> int:
+        """How many consecutive iterations of the innermost loop one thread's access covers
+        contiguously (from an aligned start), up to 16 bytes: what the vectoriser merges."""
+        if not self.loops:
+            return 1
+        var, lo, step, trip = self.loops[-1]
+        base = self.lane_env(0, env)
+        start = self.flat(sub, shape, {**base, var: lo})
+        run = 1
+        while run < trip and run * esize < 16:
+            if self.flat(sub, shape, {**base, var: lo + run * step}) != start + run:
+                break
+            run += 1
+        while run > 1 and (trip % run or start % run):
+            run -= 1
+        return run
+
+    def shared_access(self, sub: A.Subscript, weight: float, env: dict[str, int], lanes_per_phase: int = 32) -> None:
+        dtype, shape = self.shared[sub.value.id]  # type: ignore[union-attr]
+        esize = _ESIZE.get(dtype, 4)
+        try:
+            run = self.run_length(sub, shape, env, esize)
+            starts = [self.flat(sub, shape, self.lane_env(lane, env)) for lane in range(self.group)]
+        except _Unknown:
+            starts, run = list(range(self.group)), 1
+        degree = 0
+        for p in range(0, self.group, lanes_per_phase):
+            banks: dict[int, set[int]] = {}
+            for a in starts[p:p + lanes_per_phase]:
+                for w in {(a + j) * esize // 4 for j in range(run)}:
+                    banks.setdefault(w % 32, set()).add(w)
+            degree += max(len(v) for v in banks.values())
+        self.counts["lds_wavefronts"] += weight / self.group / run * degree
+        self.counts["shared_bytes"] += weight * esize
+
+    def hoisted(self, sub: A.Subscript, weight: float) -> float:
+        """A load whose address does not change in the innermost loops is loaded once per
+        iteration of the first loop it depends on (loop-invariant code motion at -O3)."""
+        used = self.names(sub)
+        for var, _, _, trip in reversed(self.loops):
+            if var in used:
+                break
+            weight /= max(trip, 1)
+        return weight
+
+    def names(self, e, seen: set[str] | None = None) -> set[str]:
+        """The loop variables an expression depends on, through the names it reads."""
+        seen = set() if seen is None else seen
+        out: set[str] = set()
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, A.Name):
+                out.add(x.id)
+                if x.id in self.defs and x.id not in seen:
+                    seen.add(x.id)
+                    stack.append(self.defs[x.id])
+            elif isinstance(x, A.Subscript):
+                stack.extend(x.indices)
+            elif isinstance(x, A.BinOp):
+                stack += [x.left, x.right]
+            elif isinstance(x, A.UnaryOp):
+                stack.append(x.operand)
+            elif isinstance(x, A.Call):
+                stack.extend(x.args)
+        return out
+
+    # ------------------------------------------------------------ statements
+    def body(self, stmts: tuple[A.Stmt, ...], weight: float, env: dict[str, int]) -> None:
+        for s in stmts:
+            self.stmt(s, weight, env)
+
+    def stmt(self, s: A.Stmt, weight: float, env: dict[str, int]) -> None:
+        if isinstance(s, A.For):
+            self.loop(s, weight, env)
+        elif isinstance(s, A.If):  # both arms counted in full: an upper bound for a divergent branch
+            self.body(s.body, weight, env)
+            self.body(s.orelse, weight, env)
+        elif isinstance(s, (A.Assign, A.AugAssign)):
+            if isinstance(s.target, A.Name) and isinstance(s, A.Assign) and s.target.id not in self.defs:
+                self.defs[s.target.id] = s.value
+            self.expr(s.value, weight, env)
+            if isinstance(s.target, A.Subscript):
+                self.subscript(s.target, weight, env, load=False)
+            if isinstance(s, A.AugAssign) and isinstance(s.value, A.BinOp) and s.value.op == "*":
+                self.counts["fma_flops"] += 2 * weight
+        elif isinstance(s, A.ExprStmt):
+            self.expr(s.expr, weight, env)
+
+    def loop(self, s: A.For, weight: float, env: dict[str, int]) -> None:
+        args = s.iter.args if isinstance(s.iter, A.Call) else ()
+        try:
+            vals = [self.value(a, env) for a in args]
+        except _Unknown:
+            vals = []
+        lo, hi, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], vals[2] if len(vals) > 2 else 1) \
+            if len(vals) >= 2 else (0, 1, 1)
+        trip = max(0, -(-(hi - lo) // step)) if step > 0 else 1
+        self.loops.append((s.var, lo, step, trip))
+        before = self.async_in_loop
+        self.body(s.body, weight * trip, {**env, s.var: lo})
+        self.loops.pop()
+        self.async_in_loop = before or self.async_in_loop
+
+    def subscript(self, sub: A.Subscript, weight: float, env: dict[str, int], load: bool = True) -> None:
+        name = sub.value.id if isinstance(sub.value, A.Name) else None
+        for idx in sub.indices:
+            self.expr(idx, weight, env)
+        if load:
+            weight = self.hoisted(sub, weight)
+        if name in self.tensors:
+            self.global_access(sub, weight, env)
+        elif name in self.shared:
+            self.shared_access(sub, weight, env)
+
+    def expr(self, e: A.Expr, weight: float, env: dict[str, int]) -> None:
+        if isinstance(e, A.Subscript):
+            self.subscript(e, weight, env)
+        elif isinstance(e, A.Call):
+            name = e.func.id if isinstance(e.func, A.Name) else ""
+            if name == "async_copy" and len(e.args) == 2:
+                self.async_in_loop = self.async_in_loop or bool(self.loops)
+            if name in INSTRUCTIONS:
+                i = INSTRUCTIONS[name]
+                self.counts["mma_flops"] += weight / i.group_size * 2 * i.m * i.n * i.k
+            for a in e.args:
+                self.expr(a, weight, env)
+        elif isinstance(e, A.BinOp):
+            self.expr(e.left, weight, env)
+            self.expr(e.right, weight, env)
+        elif isinstance(e, A.UnaryOp):
+            self.expr(e.operand, weight, env)
+
+
+def estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
+    """The model's time for the file's (first) kernel at `sizes` on `device` (devices.toml)."""
+    dev = devices()[device]
+    k = parse_text(text, "<model>").kernels[0]
+    kw = {x.name: x.value for x in k.decorator.kwargs}
+    walk = _Walk(dict(sizes), {}, {}, dev["group"], (1,))
+    grid = _dims(walk, kw.get("grid"))
+    walk.block = _dims(walk, kw.get("block"))
+    for p in k.params:
+        ann = p.annotation
+        if isinstance(ann, A.Subscript) and len(ann.indices) == 2 and isinstance(ann.indices[0], A.Name):
+            shape = ann.indices[1].elts if isinstance(ann.indices[1], A.Tuple) else (ann.indices[1],)
+            walk.tensors[p.name] = (ann.indices[0].id, tuple(shape))
+    _collect_shared(walk, k.body)
+    threads = math.prod(grid) * math.prod(walk.block)
+    walk.body(k.body, float(threads), {})
+    c = walk.counts
+    footprint = sum(math.prod(walk.value(s, {}) for s in shape) * _ESIZE.get(dt, 4)
+                    for dt, shape in walk.tensors.values())
+    units, clock = dev["units"], dev["clock_ghz"] * 1e9
+    terms = {
+        "dram": footprint / (dev["hbm_tb_s"] * 1e12),
+        "l2": c["global_sectors"] * 32 / (dev["l2_tb_s"] * 1e12),
+        "issue": c["global_instr"] / (units * clock * dev["mem_instr_per_clk"]),
+        "lds": c["lds_wavefronts"] * dev["lanes_per_phase"] * 4 / (units * clock * dev["lds_bytes_per_clk"]),
+        "mma": c["mma_flops"] / (dev["matrix_tflops"] * 1e12),
+        "fma": c["fma_flops"] / (dev["vector_tflops"] * 1e12),
+    }
+    memory = max(terms["dram"], terms["l2"], terms["issue"])
+    compute = terms["lds"] + terms["mma"] + terms["fma"]
+    seconds = max(memory, compute) if walk.async_in_loop else memory + compute
+    return Estimate(seconds, terms, {**c, "threads": threads, "footprint_bytes": footprint}, walk.async_in_loop, device)
+
+
+def _layout(walk: _Walk, e: A.Expr):
+    """`swizzle(b, m, s) @ row_major(r, c)` (or a bare `row_major`/`col_major`) as a callable
+    layout; any other layout expression is raised as unknown (the walk then counts the access as
+    conflict-free: a blind spot, docs/planner.md)."""
+    from ave_decl.hw.layout import Composed, Swizzle, col_major, row_major
+
+    def ints(c: A.Call) -> list[int]:
+        return [walk.value(a, {}) for a in c.args]
+
+    if isinstance(e, A.BinOp) and e.op == "@" and isinstance(e.left, A.Call) and isinstance(e.right, A.Call) \
+            and isinstance(e.left.func, A.Name) and e.left.func.id == "swizzle":
+        return Composed(Swizzle(*ints(e.left)), _layout(walk, e.right))
+    if isinstance(e, A.Call) and isinstance(e.func, A.Name) and e.func.id in ("row_major", "col_major"):
+        return (row_major if e.func.id == "row_major" else col_major)(*ints(e))
+    raise _Unknown("layout")
+
+
+def _dims(walk: _Walk, e: A.Expr | None) -> tuple[int, ...]:
+    if e is None:
+        return (1,)
+    elts = e.elts if isinstance(e, A.Tuple) else (e,)
+    return tuple(max(1, walk.value(x, {})) for x in elts)
+
+
+def _collect_shared(walk: _Walk, stmts) -> None:
+    for s in stmts:
+        if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and isinstance(s.value, A.Call) \
+                and isinstance(s.value.func, A.Name) and s.value.func.id == "shared":
+            args = s.value.args
+            dtype = args[0].id if isinstance(args[0], A.Name) else "f32"
+            shape = tuple(walk.value(x, {}) for x in (args[-1].elts if isinstance(args[-1], A.Tuple) else (args[-1],)))
+            walk.shared[s.target.id] = (dtype, shape)
+            layout = next((kw.value for kw in s.value.kwargs if kw.name == "layout"), None)
+            if layout is not None:
+                try:
+                    walk.layouts[s.target.id] = _layout(walk, layout)
+                except _Unknown:
+                    pass
+        for inner in ("body", "orelse"):
+            if hasattr(s, inner) and isinstance(getattr(s, inner), tuple):
+                _collect_shared(walk, getattr(s, inner))
