@@ -199,3 +199,14 @@ def test_ave_optimize_reaches_a_verified_faster_gemm_on_the_host(ave, tmp_path):
         d = out / f"episode-{e['index']:02d}-{e['technique']}"
         assert (d / "episode.json").is_file() and (d / "kernel.ave").is_file()
     shutil.rmtree(out)
+
+
+def test_bad_inputs_are_one_line_errors_with_their_exit_codes(ave, tmp_path):
+    broken = tmp_path / "broken.ave"
+    broken.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n    A[0] = nope\n")
+    r = ave("optimize", broken, "--budget", "1")
+    assert r.code == 3 and r.err.startswith(str(broken)) and "Traceback" not in r.err, r.err
+    r = ave("optimize", EXAMPLES / "fused_moe.ave", "--budget", "1")
+    assert r.code == 2 and "EM has no value" in r.err and r.err.count("\n") == 1, r.err
+    r = ave("optimize", EXAMPLES / "gemm_naive.ave", "--sizes", "M=0")
+    assert r.code == 2 and "NAME=POSITIVE_INT" in r.err

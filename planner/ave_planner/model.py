@@ -268,6 +268,17 @@ class _Walk:
 
 def estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
     """The model's time for the file's (first) kernel at `sizes` on `device` (devices.toml)."""
+    try:
+        return _estimate(text, sizes, device)
+    except _Unknown as exc:
+        from .errors import PlannerError
+
+        raise PlannerError(f"the model cannot evaluate the launch shape or a tensor's shape: {exc} has no value "
+                           f"(give it with --sizes; given: {', '.join(f'{k}={v}' for k, v in sizes.items())})") \
+            from None
+
+
+def _estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
     dev = devices()[device]
     k = parse_text(text, "<model>").kernels[0]
     kw = {x.name: x.value for x in k.decorator.kwargs}
