@@ -210,3 +210,36 @@ def test_bad_inputs_are_one_line_errors_with_their_exit_codes(ave, tmp_path):
     assert r.code == 2 and "EM has no value" in r.err and r.err.count("\n") == 1, r.err
     r = ave("optimize", EXAMPLES / "gemm_naive.ave", "--sizes", "M=0")
     assert r.code == 2 and "NAME=POSITIVE_INT" in r.err
+
+
+def test_a_second_run_starts_from_what_worked_in_the_history(tmp_path):
+    """With no history the knowledge base's order decides; an earlier run's accepted arm (from any
+    kernel) is tried first, and a technique whose arms were all rejected gives way."""
+    from ave_planner.policy import arm_key
+
+    techniques = [KB["pipeline"], KB["retile"], KB["pad_shared"]]
+    fresh = BanditPlanner().choose(techniques, set(), History(None), "amdgpu")
+    assert (fresh[0].id, fresh[1]) == ("pipeline", {"stages": 2})
+    h = History(tmp_path / "h.jsonl")
+    h.add({"technique": "retile", "params": {"waves_m": 4, "waves_n": 2, "k_tile": 32}, "outcome": "accepted",
+           "speedup": 1.8})
+    for stages in (2, 3):
+        h.add({"technique": "pipeline", "params": {"stages": stages}, "outcome": "rejected"})
+    t, p = BanditPlanner().choose(techniques, set(), History(tmp_path / "h.jsonl"), "amdgpu")
+    assert (t.id, p) == ("retile", {"waves_m": 4, "waves_n": 2, "k_tile": 32})
+    tried = {arm_key("retile", p)}
+    t2, _ = BanditPlanner().choose(techniques, tried, History(tmp_path / "h.jsonl"), "amdgpu")
+    assert t2.id != "pipeline"
+
+
+def test_the_llm_planner_falls_back_to_the_bandit_without_an_endpoint(monkeypatch):
+    """No `openai` package, or an endpoint that refuses the connection: the bandit's choice."""
+    from ave_planner.policy import LLMPlanner
+
+    monkeypatch.setenv("AVE_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    monkeypatch.setenv("OPENAI_MAX_RETRIES", "0")
+    techniques = [KB["pipeline"], KB["retile"]]
+    expected = BanditPlanner().choose(techniques, set(), History(None), "amdgpu")
+    got = LLMPlanner().choose(techniques, set(), History(None), "amdgpu")
+    assert (got[0].id, got[1]) == (expected[0].id, expected[1])

@@ -35,11 +35,13 @@ def _sizes(value: str) -> dict[str, int]:
 @click.option("--sizes", default="M=4096,N=4096,K=4096", show_default=True, help="where the model estimates")
 @click.option("--gate-sizes", default="M=128,N=128,K=192", show_default=True,
               help="where the host run compares with the reference")
+@click.option("--measure/--no-measure", default=True, show_default=True,
+              help="time each accepted kernel on the target's GPU at --sizes when one is present")
 @click.option("--knowledge", type=click.Path(file_okay=False), default=None, help="another knowledge-base directory")
 @click.option("--history", type=click.Path(dir_okay=False), default=None,
               help="episodes of earlier runs (JSONL), read by the planner and appended to; default: none (a run "
                    "depends on its input alone)")
-def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, knowledge, history):
+def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, measure, knowledge, history):
     """Optimize KERNEL with the knowledge base: every accepted step is VERIFIED, host-correct and faster by the model."""
     from .episode import Settings
     from .knowledge import load_knowledge
@@ -48,7 +50,7 @@ def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, knowl
     from .policy import PLANNERS, History
 
     try:
-        settings = Settings(target, DEVICE_OF_TARGET[target], _sizes(sizes), _sizes(gate_sizes))
+        settings = Settings(target, DEVICE_OF_TARGET[target], _sizes(sizes), _sizes(gate_sizes), measure=measure)
     except click.BadParameter as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(EXIT_USAGE)
@@ -74,13 +76,18 @@ def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, knowl
         click.echo(exc.one_line(), err=True)
         sys.exit(exc.exit_code)
     click.echo("")
-    click.echo(f"{'episode':>7}  {'technique':<20} {'parameters':<40} {'outcome':<15} {'estimate':>11}  speed-up")
+    measured = any(e.measured_s for e in result.episodes)
+    click.echo(f"{'episode':>7}  {'technique':<20} {'parameters':<40} {'outcome':<15} {'estimate':>11}  speed-up"
+               + ("   measured" if measured else ""))
     click.echo(f"{0:>7}  {'(input)':<20} {'':<40} {'':<15} {result.start_estimate.seconds * 1e3:>8.3f} ms  1.00x")
     for ep in result.episodes:
         est = f"{ep.estimate_s * 1e3:>8.3f} ms" if ep.estimate_s else f"{'-':>11}"
         sp = f"{ep.speedup:.2f}x" if ep.speedup else "-"
         params = ", ".join(f"{k}={v}" for k, v in ep.params.items())
-        click.echo(f"{ep.index:>7}  {ep.technique:<20} {params:<40} {ep.outcome:<15} {est}  {sp}")
+        gpu = f"  {ep.measured_s * 1e3:>8.3f} ms" if ep.measured_s else ""
+        click.echo(f"{ep.index:>7}  {ep.technique:<20} {params:<40} {ep.outcome:<15} {est}  {sp}{gpu}")
+    if measure and result.measuring:
+        click.echo(f"not timed on a GPU: {result.measuring}")
     total = result.start_estimate.seconds / result.best_estimate.seconds
     click.echo(f"best: {total:.2f}x the input by the model on {settings.device} at "
                f"{','.join(f'{k}={v}' for k, v in settings.sizes.items())}" + (f"; {out}/best.ave" if out else ""))

@@ -29,6 +29,7 @@ class Settings:
     gate_sizes: dict[str, int]  # where the host run compares with the reference
     timeout_s: float = 30.0
     engine: str = "embedded"
+    measure: bool = True  # time accepted kernels on the target's GPU at `sizes` when one is present
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Episode:
     estimate_s: float | None = None
     speedup: float | None = None  # over the kernel it started from
     counterexample: dict | None = None
+    measured_s: float | None = None  # the kernel's time on the target's GPU at the model's sizes
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -136,3 +138,20 @@ def _write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+def measure(text: str, s: Settings) -> tuple[float | None, str]:
+    """The kernel's run time on the target's GPU at the model's sizes (the launcher's event
+    timing), or None and why (no device here: the reason, once; a wrong output: it is said)."""
+    from ave_decl.codegen import NoDevice
+
+    try:
+        (run,) = ave_decl.run(text, sizes=s.sizes, target=s.target, unverified=True, path="measure.ave",
+                              timeout=s.timeout_s)
+    except NoDevice as exc:
+        return None, f"no {s.target} device: {exc}"
+    except ave_decl_errors() as exc:
+        return None, exc.one_line() if hasattr(exc, "one_line") else str(exc)
+    if not run.ok:
+        return None, f"the {s.target} output differs from the reference at the model's sizes"
+    return run.run_s, ""

@@ -8,7 +8,7 @@ from typing import Callable
 
 import ave_decl
 
-from .episode import Episode, Settings, _write, run_episode, write_episode
+from .episode import Episode, Settings, _write, measure, run_episode, write_episode
 from .errors import KernelError
 from .knowledge import Technique
 from .model import Estimate, estimate
@@ -24,6 +24,7 @@ class Result:
     best_estimate: Estimate
     episodes: list[Episode] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)  # choices whose rewrite did not apply
+    measuring: str = ""  # why accepted kernels were not timed on a GPU ("" when they were)
 
 
 def optimize(text: str, path: str, techniques: dict[str, Technique], planner, settings: Settings, budget: int,
@@ -61,6 +62,8 @@ def optimize(text: str, path: str, techniques: dict[str, Technique], planner, se
             current, cur_est, tried = outcome.candidate, outcome.estimate, set()  # type: ignore[assignment]
             ep.speedup = start.seconds / cur_est.seconds
             held = applicable(current.text, usable, settings.engine, path)
+            if settings.measure and not result.measuring:
+                ep.measured_s, result.measuring = measure(current.text, settings)
         result.episodes.append(ep)
         history.add({**ep.to_json(), "kernel": Path(path).name, "target": settings.target})
         if out is not None:
@@ -74,6 +77,7 @@ def optimize(text: str, path: str, techniques: dict[str, Technique], planner, se
             "kernel": path, "target": settings.target, "device": settings.device, "sizes": settings.sizes,
             "gate_sizes": settings.gate_sizes, "planner": planner.name, "budget": budget,
             "start_estimate_s": start.seconds, "best_estimate_s": cur_est.seconds,
+            "measured": result.measuring or "on the target's GPU",
             "episodes": [e.to_json() for e in result.episodes], "not_applicable": result.skipped},
             indent=2, sort_keys=True))
     return result
