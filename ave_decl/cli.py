@@ -73,7 +73,12 @@ class _AveGroup(click.Group):
         e.g. `ave optimize` from ave-planner), loaded only when named or listed."""
         found = super().get_command(ctx, name)
         if found is None and name in _plugin_commands():
-            found = _plugin_commands()[name].load()
+            try:
+                found = _plugin_commands()[name].load()
+            except Exception as exc:  # noqa: BLE001 - a broken plug-in must not break `ave`
+                click.echo(f"warning: the plug-in command {name!r} does not load: {type(exc).__name__}: {exc}",
+                           err=True)
+                return None
         return found
 
     def invoke(self, ctx):

@@ -38,7 +38,7 @@ def test_the_knowledge_base_has_the_ladder_techniques_and_every_entry_is_complet
     for t in KB.values():
         assert t.description.strip() and t.title and t.rewrite in REWRITES
         assert all(r in invariants for r in t.must_prove) and t.must_prove
-        assert t.id in t.prompt() and t.lowers
+        assert t.id in t.prompt("amdgpu") and t.lowers
 
 
 EXPECTED = {  # kernel -> the techniques whose precondition holds
@@ -233,7 +233,9 @@ def test_a_second_run_starts_from_what_worked_in_the_history(tmp_path):
 
 
 def test_the_llm_planner_falls_back_to_the_bandit_without_an_endpoint(monkeypatch):
-    """No `openai` package, or an endpoint that refuses the connection: the bandit's choice."""
+    """An endpoint that refuses the connection: the bandit's choice (without the `openai`
+    package the LLM planner is the bandit by construction, so the test needs it)."""
+    pytest.importorskip("openai", reason="the llm extra (openai) is not installed")
     from ave_planner.policy import LLMPlanner
 
     monkeypatch.setenv("AVE_LLM_BASE_URL", "http://127.0.0.1:9/v1")
@@ -243,3 +245,55 @@ def test_the_llm_planner_falls_back_to_the_bandit_without_an_endpoint(monkeypatc
     expected = BanditPlanner().choose(techniques, set(), History(None), "amdgpu")
     got = LLMPlanner().choose(techniques, set(), History(None), "amdgpu")
     assert (got[0].id, got[1]) == (expected[0].id, expected[1])
+
+
+def _with_rewrite(tmp_path: Path, name: str, fn):
+    d = _kb_with(tmp_path, "pipeline", lambda s: s.replace('rewrite = "pipeline"', f'rewrite = "{name}"'))
+    rewrites = {**REWRITES, name: fn}
+    return load_knowledge(d, rewrites), rewrites
+
+
+@pytest.mark.parametrize("scale, tolerance, gate", [(1.05, 0.1, "tolerance"), (2.0, None, "run")])
+def test_a_wrong_output_is_rejected_even_when_the_candidate_loosens_its_tolerance(tmp_path, scale, tolerance, gate):
+    """A candidate may not declare a looser reference tolerance than the kernel it starts from
+    (unless its technique states that precision loss): else a 5 % error would pass the run gate."""
+    from ave_planner.rewrites import Candidate, pipeline
+
+    def wrong(c, p):
+        out = pipeline(c, p)
+        text = out.text.replace("] = acc[r]", f"] = acc[r] * {scale}")
+        if tolerance:
+            text = text.replace('reference="C = A @ B"', f'reference="C = A @ B", tolerance={tolerance}')
+        return Candidate(text, None)
+
+    kb, rewrites = _with_rewrite(tmp_path, "wrong_output", wrong)
+    s = Settings("amdgpu", "mi300x", SETTINGS.sizes, SETTINGS.gate_sizes, measure=False)
+    result = optimize(LDS.read_text(), str(LDS), kb, BanditPlanner(), s, 1, History(None), rewrites=rewrites)
+    assert [(e.outcome, e.gate) for e in result.episodes] == [("rejected", gate)], result.episodes
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda s: s.replace("stages = [2, 3]", "depth = [2, 3]"), "unknown parameter 'depth'"),
+    (lambda s: s.replace("stages = [2, 3]", "stages = [2, 99999999999999999999]"), "is not one of 2, 3"),
+    (lambda s: s.replace("stages = [2, 3]", 'stages = ["2"]'), "is not one of 2, 3"),
+    (lambda s: s.replace("stages = [2, 3]", "stages = { amdgpu = [2] }"), "one for each target"),
+    (lambda s: "parameters = 3\n" + s.replace("[parameters]\nstages = [2, 3]", ""), "must be a table"),
+    (lambda s: s.replace("rules = '''", "rules = '''\n#include \"/etc/passwd\""), "no #include"),
+])
+def test_parameters_are_checked_against_what_the_rewrite_accepts(tmp_path, edit, words):
+    d = _kb_with(tmp_path, "pipeline", edit)
+    with pytest.raises(KnowledgeError) as err:
+        load_knowledge(d)
+    assert words in err.value.one_line() and err.value.line is not None, err.value.one_line()
+
+
+def test_a_precondition_relation_declared_only_in_a_comment_is_a_knowledge_error(tmp_path):
+    def comment_out(s: str) -> str:
+        return s.replace(".decl pre_retile(k:Kernel)\n", "// .decl pre_retile(k:Kernel)\n") \
+            .replace("pre_retile(k) :- ", "other_retile(k) :- ")
+
+    d = _kb_with(tmp_path, "retile", comment_out)
+    (t,) = load_knowledge(d).values()
+    with pytest.raises(KnowledgeError) as err:
+        applicable(LDS.read_text(), [t], "embedded", str(LDS))
+    assert err.value.path == str(d / "retile.toml"), err.value.one_line()

@@ -14,10 +14,12 @@ _EXIT = ("Exit codes: 0 a better kernel was accepted, 1 no candidate passed ever
 
 
 def _sizes(value: str) -> dict[str, int]:
+    import re
+
     out = {}
     for part in filter(None, value.split(",")):
         name, _, num = part.partition("=")
-        if not name.strip().isidentifier() or not num.strip().isdigit() or int(num) <= 0:
+        if not name.strip().isidentifier() or not re.fullmatch(r"[0-9]{1,12}", num.strip()) or int(num) <= 0:
             raise click.BadParameter(f"{part!r} is not NAME=POSITIVE_INT")
         out[name.strip()] = int(num)
     return out
@@ -42,7 +44,8 @@ def _sizes(value: str) -> dict[str, int]:
               help="episodes of earlier runs (JSONL), read by the planner and appended to; default: none (a run "
                    "depends on its input alone)")
 def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, measure, knowledge, history):
-    """Optimize KERNEL with the knowledge base: every accepted step is VERIFIED, host-correct and faster by the model."""
+    """Optimize KERNEL with the knowledge base: every accepted step is VERIFIED, host-correct and
+    faster by the model."""
     from .episode import Settings
     from .knowledge import load_knowledge
     from .model import DEVICE_OF_TARGET
@@ -60,6 +63,18 @@ def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, measu
         click.echo(f"{kernel}: error: cannot read the kernel: {exc}", err=True)
         sys.exit(3)
     out_dir = Path(out) if out else None
+    try:  # a place that cannot be written is a usage error before any episode runs
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / ".write-test").write_text("")
+            (out_dir / ".write-test").unlink()
+        if history:
+            Path(history).parent.mkdir(parents=True, exist_ok=True)
+            with Path(history).open("a", encoding="utf-8"):
+                pass
+    except OSError as exc:
+        click.echo(f"error: cannot write {exc.filename}: {exc.strerror}", err=True)
+        sys.exit(EXIT_USAGE)
     hist = History(Path(history) if history else None)
     plain = not sys.stdout.isatty()
     try:

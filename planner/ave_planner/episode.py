@@ -41,7 +41,8 @@ class Episode:
     gate: str = ""  # the gate that rejected it
     reason: str = ""
     estimate_s: float | None = None
-    speedup: float | None = None  # over the kernel it started from
+    speedup: float | None = None  # accepted: over the input kernel; otherwise over the kernel it started from
+    step_speedup: float | None = None  # over the kernel it started from (the planner's reward)
     counterexample: dict | None = None
     measured_s: float | None = None  # the kernel's time on the target's GPU at the model's sizes
 
@@ -67,6 +68,12 @@ def run_episode(index: int, current: Candidate, current_estimate: Estimate, tech
     missing = [t for t in technique.templates if t not in cand.text]
     if missing:
         ep.gate, ep.reason = "templates", f"the rewrite did not insert {missing[0]!r}"
+        return Outcome(ep, cand)
+    allowed = max(declared_tolerance(current.text), technique.tolerance or 0.0)
+    if declared_tolerance(cand.text) > allowed:
+        ep.gate = "tolerance"
+        ep.reason = (f"the rewritten kernel declares tolerance={declared_tolerance(cand.text):g}; the kernel it "
+                     f"started from and the technique allow {allowed:g}")
         return Outcome(ep, cand)
     report = ave_decl.check(cand.text, path=f"{technique.id}.ave", timeout=s.timeout_s, violation_sets=False,
                             engine=s.engine, confirm=True)
@@ -100,18 +107,36 @@ def run_episode(index: int, current: Candidate, current_estimate: Estimate, tech
     except ave_decl_errors() as exc:  # a compile or run fault of the candidate
         ep.gate, ep.reason = "run", exc.one_line() if hasattr(exc, "one_line") else str(exc)
         return Outcome(ep, cand, report=data)
+    if run.ok is None:
+        ep.gate, ep.reason = "run", "the kernel declares no reference to compare with"
+        return Outcome(ep, cand, report=data)
     if not run.ok:
         c = run.comparison
-        ep.gate, ep.reason = "run", f"the host output differs from the reference ({c.get('differing', '?')} elements)"
+        ep.gate = "run"
+        ep.reason = (f"the host output differs from the reference ({c.get('mismatched', '?')} of "
+                     f"{c.get('elements', '?')} elements)")
         return Outcome(ep, cand, report=data)
     est = estimate(cand.text, s.sizes, s.device)
     ep.estimate_s = est.seconds
-    ep.speedup = current_estimate.seconds / est.seconds if est.seconds else None
+    ep.speedup = ep.step_speedup = current_estimate.seconds / est.seconds if est.seconds else None
     if est.seconds > current_estimate.seconds * (1 - MIN_GAIN):
         ep.gate, ep.reason = "model", f"no estimated improvement ({ep.speedup:.2f}x)"
         return Outcome(ep, cand, est, data)
     ep.outcome = "accepted"
     return Outcome(ep, cand, est, data)
+
+
+DEFAULT_TOLERANCE = 1e-3
+
+
+def declared_tolerance(text: str) -> float:
+    """The reference tolerance the (first) kernel declares, or the default."""
+    from ave_decl.lang import ast as A
+    from ave_decl.lang.parser import parse_text
+
+    k = parse_text(text, "<candidate>").kernels[0]
+    value = next((kw.value for kw in k.decorator.kwargs if kw.name == "tolerance"), None)
+    return float(value.value) if isinstance(value, (A.Float, A.Int)) else DEFAULT_TOLERANCE
 
 
 def ave_decl_errors() -> tuple[type[BaseException], ...]:
@@ -122,15 +147,23 @@ def ave_decl_errors() -> tuple[type[BaseException], ...]:
 
 def write_episode(out: Path, o: Outcome) -> None:
     """episode-NN/: the candidate kernel, its report, the model's estimate, the record."""
+    import shutil
+
     d = out / f"episode-{o.episode.index:02d}-{o.episode.technique}"
-    d.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{d.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     if o.candidate is not None:
-        _write(d / "kernel.ave", o.candidate.text)
+        (tmp / "kernel.ave").write_text(o.candidate.text, encoding="utf-8")
     if o.report is not None:
-        _write(d / "report.json", json.dumps(o.report, indent=2, sort_keys=True))
+        (tmp / "report.json").write_text(json.dumps(o.report, indent=2, sort_keys=True), encoding="utf-8")
     if o.estimate is not None:
-        _write(d / "estimate.json", json.dumps(o.estimate.to_json(), indent=2, sort_keys=True))
-    _write(d / "episode.json", json.dumps(o.episode.to_json(), indent=2, sort_keys=True))
+        (tmp / "estimate.json").write_text(json.dumps(o.estimate.to_json(), indent=2, sort_keys=True),
+                                           encoding="utf-8")
+    (tmp / "episode.json").write_text(json.dumps(o.episode.to_json(), indent=2, sort_keys=True), encoding="utf-8")
+    if d.exists():
+        shutil.rmtree(d) if d.is_dir() else d.unlink()
+    tmp.rename(d)
 
 
 def _write(path: Path, text: str) -> None:
@@ -140,18 +173,19 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def measure(text: str, s: Settings) -> tuple[float | None, str]:
-    """The kernel's run time on the target's GPU at the model's sizes (the launcher's event
-    timing), or None and why (no device here: the reason, once; a wrong output: it is said)."""
+def measure(text: str, s: Settings) -> tuple[float | None, str, bool]:
+    """(time, why not, device present): the kernel's run time on the target's GPU at the model's
+    sizes (the launcher's event timing), or None and why. A wrong output on the GPU is a failed
+    gate for the caller (device present, no time)."""
     from ave_decl.codegen import NoDevice
 
     try:
         (run,) = ave_decl.run(text, sizes=s.sizes, target=s.target, unverified=True, path="measure.ave",
                               timeout=s.timeout_s)
     except NoDevice as exc:
-        return None, f"no {s.target} device: {exc}"
+        return None, f"no {s.target} device: {exc}", False
     except ave_decl_errors() as exc:
-        return None, exc.one_line() if hasattr(exc, "one_line") else str(exc)
+        return None, exc.one_line() if hasattr(exc, "one_line") else str(exc), True
     if not run.ok:
-        return None, f"the {s.target} output differs from the reference at the model's sizes"
-    return run.run_s, ""
+        return None, f"the {s.target} output differs from the reference at the model's sizes", True
+    return run.run_s, "", True

@@ -43,14 +43,15 @@ class Technique:
     effect: str
     lowers: tuple[str, ...]  # model terms the technique is expected to lower
     path: str
+    tolerance: float | None = None  # the largest reference tolerance a rewritten kernel may declare
 
     def domain(self, name: str, target: str) -> tuple:
         d = self.parameters[name]
         return tuple(d.get(target, ())) if isinstance(d, dict) else d
 
-    def prompt(self) -> str:
-        """The entry as an LLM planner reads it."""
-        params = ", ".join(f"{k} in {list(v)}" for k, v in self.parameters.items()) or "none"
+    def prompt(self, target: str) -> str:
+        """The entry as an LLM planner reads it (the domains offered on `target`)."""
+        params = ", ".join(f"{k} in {list(self.domain(k, target))}" for k in self.parameters) or "none"
         return (f"- {self.id}: {self.title}. {self.description.strip()} Parameters: {params}. "
                 f"Must prove: {', '.join(self.must_prove)}. Expected effect: {self.effect.strip()}")
 
@@ -65,9 +66,12 @@ def knowledge_dir() -> Path:
     return Path(sys.prefix) / "share" / "ave-planner" / "knowledge"
 
 
-def load_knowledge(directory: str | Path | None = None, rewrites: dict | None = None) -> dict[str, Technique]:
-    """Every `*.toml` of the directory (sorted), validated; id -> Technique."""
-    from .rewrites import REWRITES
+def load_knowledge(directory: str | Path | None = None, rewrites: dict | None = None,
+                   schemas: dict | None = None) -> dict[str, Technique]:
+    """Every `*.toml` of the directory (sorted), validated; id -> Technique. `schemas`: the
+    parameters each rewrite accepts (default ave_planner.rewrites.PARAMETERS; a rewrite without
+    one accepts any integer or string values)."""
+    from .rewrites import PARAMETERS, REWRITES
 
     d = Path(directory) if directory is not None else knowledge_dir()
     if not d.is_dir():
@@ -75,14 +79,15 @@ def load_knowledge(directory: str | Path | None = None, rewrites: dict | None = 
     known = ave_decl.invariants()
     out: dict[str, Technique] = {}
     for path in sorted(d.glob("*.toml")):
-        t = parse_technique(path, known, REWRITES if rewrites is None else rewrites)
+        t = parse_technique(path, known, REWRITES if rewrites is None else rewrites,
+                            PARAMETERS if schemas is None else schemas)
         out[t.id] = t
     if not out:
         raise KnowledgeError(f"no technique (*.toml) in {d}", str(d))
     return out
 
 
-def parse_technique(path: Path, invariant_ids: dict, rewrites: dict) -> Technique:
+def parse_technique(path: Path, invariant_ids: dict, rewrites: dict, schemas: dict | None = None) -> Technique:
     text = _read(path)
     try:
         data = tomllib.loads(text)
@@ -116,37 +121,60 @@ def parse_technique(path: Path, invariant_ids: dict, rewrites: dict) -> Techniqu
     if not _RELATION.match(relation):
         raise where.error("relation", f"relation name {relation!r} is not a Datalog identifier")
     rules = _string(pre, "rules", where)
+    for n, ln in enumerate(rules.split("\n")):
+        if ln.lstrip().startswith("#"):
+            raise KnowledgeError("a precondition is one self-contained rule text: no #include or other # line",
+                                 str(path), where.value_line("rules") + n, 1)
     if not re.search(rf"\.decl\s+{re.escape(relation)}\s*\(\s*\w+\s*:\s*Kernel\b", rules):
         raise where.error("rules", f"the rules must declare `.decl {relation}(k:Kernel, ...)`")
+    raw = data.get("parameters", {})
+    if not isinstance(raw, dict):
+        raise where.error("parameters", "'parameters' must be a table ([parameters])")
+    schema = (schemas or {}).get(rewrite)
+    if schema is not None and set(raw) != set(schema):
+        missing, extra = sorted(set(schema) - set(raw)), sorted(set(raw) - set(schema))
+        key = extra[0] if extra else "parameters"
+        what = f"unknown parameter {extra[0]!r}" if extra else f"missing parameter {missing[0]!r}"
+        raise where.error(key, f"{what} for rewrite {rewrite!r} (it takes {', '.join(sorted(schema))})")
     params: dict[str, tuple | dict[str, tuple]] = {}
-    for name, domain in (data.get("parameters") or {}).items():
+    for name, domain in raw.items():
         per_target = domain if isinstance(domain, dict) else None
+        if per_target is not None and set(per_target) != set(targets):
+            raise where.error(name, f"parameter {name!r}: a table of domains gives one for each target "
+                                    f"({', '.join(targets)})")
         for d in (per_target.values() if per_target is not None else [domain]):
             if not isinstance(d, list) or not d or not all(isinstance(v, (int, str)) and not isinstance(v, bool)
                                                            for v in d):
                 raise where.error(name, f"parameter {name!r}: a domain is a non-empty list of integers or strings "
                                         "(or a table of them by target)")
-        if per_target is not None:
-            bad = sorted(set(per_target) - set(targets))
-            if bad:
-                raise where.error(name, f"parameter {name!r}: {bad[0]!r} is not one of the technique's targets")
-            params[name] = {k: tuple(v) for k, v in per_target.items()}
-        else:
-            params[name] = tuple(domain)
+            bad_values = [v for v in d if schema is not None and v not in schema[name]]
+            if bad_values:
+                raise where.error(name, f"parameter {name!r}: {bad_values[0]!r} is not one of "
+                                        f"{', '.join(map(str, schema[name]))}")
+        params[name] = {k: tuple(v) for k, v in per_target.items()} if per_target is not None else tuple(domain)
     inv = _table(data, "invariants", where, {"templates", "must_prove"})
     templates = _strings(inv, "templates", where)
     must_prove = _strings(inv, "must_prove", where)
+    if not must_prove:
+        raise where.error("must_prove", "'must_prove' names at least one invariant (else the gate proves nothing)")
     for rid in must_prove:
         if rid not in invariant_ids:
             raise where.error("must_prove", f"unknown invariant {rid!r} (rules/invariants/*.dl headers)")
-    eff = _table(data, "effect", where, {"summary", "lowers"})
+    eff = _table(data, "effect", where, {"summary", "lowers"}, optional={"tolerance"})
+    tolerance = eff.get("tolerance")
+    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                                  or not 0 < tolerance <= 0.1):
+        raise where.error("tolerance", "'tolerance' must be a number in (0, 0.1]")
     lowers = _strings(eff, "lowers", where)
+    if not lowers:
+        raise where.error("lowers", "'lowers' names at least one model term")
     for term in lowers:
         if term not in TERMS:
             raise where.error("lowers", f"unknown model term {term!r} (one of {', '.join(TERMS)})")
     return Technique(tid, _string(data, "title", where), _string(data, "description", where), family,
                      tuple(targets), rewrite, relation, rules, where.value_line("rules"), params, tuple(templates),
-                     tuple(must_prove), _string(eff, "summary", where), tuple(lowers), str(path))
+                     tuple(must_prove), _string(eff, "summary", where), tuple(lowers), str(path),
+                     None if tolerance is None else float(tolerance))
 
 
 def _read(path: Path) -> str:
@@ -166,7 +194,7 @@ class _Locator:
     """Where a key is written (tomllib keeps no positions): the first line assigning it."""
 
     def __init__(self, path: str, text: str):
-        self.path, self.lines = path, text.splitlines()
+        self.path, self.lines = path, text.split("\n")
 
     def line_of(self, key: str) -> tuple[int, int]:
         pat = re.compile(rf"^(\s*)(\[)?{re.escape(key)}\b")
@@ -187,11 +215,11 @@ class _Locator:
         return KnowledgeError(message, self.path, line, col)
 
 
-def _table(data: dict, key: str, where: _Locator, fields: set[str]) -> dict:
+def _table(data: dict, key: str, where: _Locator, fields: set[str], optional: set[str] = frozenset()) -> dict:
     value = data.get(key)
     if not isinstance(value, dict):
         raise where.error(key, f"{key!r} must be a table ([{key}])")
-    unknown = sorted(set(value) - fields)
+    unknown = sorted(set(value) - fields - optional)
     if unknown:
         raise where.error(unknown[0], f"unknown field {unknown[0]!r} in [{key}] (fields: {', '.join(sorted(fields))})")
     missing = sorted(fields - set(value))

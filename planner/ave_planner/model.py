@@ -85,11 +85,19 @@ class _Walk:
             raise _Unknown(e.id)
         if isinstance(e, A.BinOp):
             x, y = self.value(e.left, env), self.value(e.right, env)
+            if e.op in ("<<", ">>") and not 0 <= y < 64:
+                raise _Unknown("a shift")
             ops = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "//": lambda: x // y if y else 0,
                    "%": lambda: x % y if y else 0, "^": lambda: x ^ y, "&": lambda: x & y, "|": lambda: x | y,
                    "<<": lambda: x << y, ">>": lambda: x >> y}
             if e.op in ops:
-                return ops[e.op]()
+                r = ops[e.op]()
+                if abs(r) >= 1 << 62:
+                    raise _Unknown("a value past 62 bits")
+                return r
+        if isinstance(e, A.UnaryOp) and e.op in ("-", "+"):
+            v = self.value(e.operand, env)
+            return -v if e.op == "-" else v
         if isinstance(e, A.Call) and isinstance(e.func, A.Name):
             n = e.func.id
             args = [self.value(a, env) for a in e.args] if n in ("min", "max") else []
@@ -290,6 +298,9 @@ def _estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
         if isinstance(ann, A.Subscript) and len(ann.indices) == 2 and isinstance(ann.indices[0], A.Name):
             shape = ann.indices[1].elts if isinstance(ann.indices[1], A.Tuple) else (ann.indices[1],)
             walk.tensors[p.name] = (ann.indices[0].id, tuple(shape))
+    for s in k.body:  # launch-level names (a constant tile size) before the shared buffers use them
+        if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.target.id not in walk.defs:
+            walk.defs[s.target.id] = s.value
     _collect_shared(walk, k.body)
     threads = math.prod(grid) * math.prod(walk.block)
     walk.body(k.body, float(threads), {})

@@ -58,12 +58,16 @@ def optimize(text: str, path: str, techniques: dict[str, Technique], planner, se
             result.skipped.append({"technique": technique.id, "params": dict(params)})
             continue
         index += 1
+        if ep.outcome == "accepted" and settings.measure and not result.measuring:
+            ep.measured_s, why, present = measure(outcome.candidate.text, settings)  # type: ignore[union-attr]
+            if not present:
+                result.measuring = why  # no device: no later attempt
+            elif ep.measured_s is None:  # the GPU disagrees with the reference: not accepted
+                ep.outcome, ep.gate, ep.reason = "rejected", "gpu", why
         if ep.outcome == "accepted":
             current, cur_est, tried = outcome.candidate, outcome.estimate, set()  # type: ignore[assignment]
             ep.speedup = start.seconds / cur_est.seconds
             held = applicable(current.text, usable, settings.engine, path)
-            if settings.measure and not result.measuring:
-                ep.measured_s, result.measuring = measure(current.text, settings)
         result.episodes.append(ep)
         history.add({**ep.to_json(), "kernel": Path(path).name, "target": settings.target})
         if out is not None:
@@ -77,7 +81,9 @@ def optimize(text: str, path: str, techniques: dict[str, Technique], planner, se
             "kernel": path, "target": settings.target, "device": settings.device, "sizes": settings.sizes,
             "gate_sizes": settings.gate_sizes, "planner": planner.name, "budget": budget,
             "start_estimate_s": start.seconds, "best_estimate_s": cur_est.seconds,
-            "measured": result.measuring or "on the target's GPU",
+            "measured": ("not requested" if not settings.measure else result.measuring
+                         or ("on the target's GPU" if any(e.measured_s for e in result.episodes)
+                             else "nothing accepted")),
             "episodes": [e.to_json() for e in result.episodes], "not_applicable": result.skipped},
             indent=2, sort_keys=True))
     return result

@@ -34,9 +34,15 @@ def arm_key(technique: str, params: dict) -> str:
 
 
 def reward(episode: dict) -> float:
-    if episode["outcome"] == "accepted" and episode.get("speedup"):
-        return math.log(episode["speedup"])
+    step = episode.get("step_speedup", episode.get("speedup"))
+    if episode["outcome"] == "accepted" and step:
+        return math.log(step)
     return 0.0 if episode["outcome"] == "not applicable" else REJECT_REWARD
+
+
+def _speedup_ok(v) -> bool:
+    """Absent, or a finite positive number (a history file is untrusted input)."""
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0)
 
 
 class History:
@@ -51,7 +57,8 @@ class History:
                 except json.JSONDecodeError:
                     continue
                 if isinstance(e, dict) and isinstance(e.get("technique"), str) and isinstance(e.get("params"), dict) \
-                        and e.get("outcome") in ("accepted", "rejected", "not applicable"):
+                        and e.get("outcome") in ("accepted", "rejected", "not applicable") \
+                        and all(_speedup_ok(e.get(k)) for k in ("speedup", "step_speedup")):
                     self.episodes.append(e)
 
     def add(self, episode: dict) -> None:
@@ -110,7 +117,7 @@ class LLMPlanner:
         recent = [{k: e.get(k) for k in ("technique", "params", "outcome", "gate", "reason", "speedup")}
                   for e in history.episodes[-30:]]
         prompt = ("You choose the next optimization of a GPU kernel for target " + target + ".\n"
-                  "Techniques whose precondition holds:\n" + "\n".join(t.prompt() for t in applicable) +
+                  "Techniques whose precondition holds:\n" + "\n".join(t.prompt(target) for t in applicable) +
                   "\nAlready tried on this kernel: " + json.dumps(sorted(tried)) +
                   "\nHistory: " + json.dumps(recent) +
                   '\nAnswer with JSON only: {"technique": "<id>", "params": {...}} using values from the domains.')

@@ -11,22 +11,30 @@ import ave_decl
 from .errors import KernelError, KnowledgeError
 from .knowledge import Technique
 
-_CACHE = Path(tempfile.gettempdir()) / "ave-planner-rules"
+
+def _cache() -> Path:
+    """A per-user directory (mode 0700) for the generated rule files."""
+    import os
+
+    d = Path(tempfile.gettempdir()) / f"ave-planner-rules-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return d
 
 
 def rule_files(techniques: list[Technique]) -> list[Path]:
     """One `.dl` per technique, content-addressed (written once, never half-written), whose line
     n is line `rules_line + n - 1` of the technique's TOML file."""
     out = []
-    _CACHE.mkdir(parents=True, exist_ok=True)
+    cache = _cache()
     for t in techniques:
         digest = hashlib.sha256(t.rules.encode()).hexdigest()[:16]
-        path = _CACHE / f"{t.id}-{digest}.dl"
-        if not path.exists():
-            tmp = path.with_suffix(f".{digest}.tmp")
-            tmp.write_text(t.rules, encoding="utf-8")
-            tmp.replace(path)
-        out.append(path)
+        path = cache / f"{t.id}-{digest}.dl"
+        if not path.exists() or path.read_text(encoding="utf-8", errors="replace") != t.rules:
+            fd, tmp = tempfile.mkstemp(dir=cache, suffix=".tmp")
+            with open(fd, "w", encoding="utf-8") as f:
+                f.write(t.rules)
+            Path(tmp).replace(path)
+        out.append(path.resolve())
     return out
 
 
@@ -36,11 +44,27 @@ def applicable(text: str, techniques: list[Technique], engine: str = "embedded",
     dumps, errors = ave_decl.relations(text, [t.relation for t in techniques], engine=engine,
                                        rules=[str(f) for f in files], path=path)
     if errors:
-        err = errors[0]
-        loc = getattr(err, "location", None)
-        for t, f in zip(techniques, files):
-            if loc is not None and getattr(loc, "file", None) == str(f):
-                raise KnowledgeError(err.message, t.path, t.rules_line + loc.line - 1, loc.col)
-        raise KernelError(err.message, path)
+        raise _located(errors[0], techniques, files, path)
     held = {d.relation for d in dumps if d.tuples}
     return {t.id for t in techniques if t.relation in held}
+
+
+def _located(err, techniques: list[Technique], files: list[Path], kernel_path: str) -> Exception:
+    """The error at its line of the technique's TOML file; a rules error located nowhere in a
+    technique (an unknown relation) is the knowledge base's; otherwise it is the kernel's."""
+    loc = getattr(err, "location", None)
+    message = err.message
+    for t, f in zip(techniques, files):
+        message = message.replace(str(f), t.path)
+    if loc is not None:
+        where = Path(loc.file).resolve() if loc.file and not loc.file.startswith("<") else None
+        for t, f in zip(techniques, files):
+            if where == f:
+                return KnowledgeError(message, t.path, t.rules_line + loc.line - 1, loc.col)
+    for t in techniques:
+        if f"'{t.relation}'" in message:
+            return KnowledgeError(f"{message} (the precondition's relation is not declared by its rules)",
+                                  t.path, t.rules_line, 1)
+    if err.kind in ("rules", "usage", "internal") or err.file in ("<rules>", "<engine>"):
+        return KnowledgeError(message, techniques[0].path if len(techniques) == 1 else None)
+    return KernelError(message, kernel_path)

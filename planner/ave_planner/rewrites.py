@@ -176,6 +176,19 @@ def _ast(c: Candidate, fn) -> Candidate | None:
     return None if out == module else Candidate(printer.module(out), None)
 
 
+_TILE = {"waves_m": (1, 2, 4), "waves_n": (1, 2, 4), "k_tile": (8, 16, 32, 64)}
+# The parameters each rewrite reads and the values it accepts: a knowledge file naming another
+# parameter, or a value outside these, is refused when it is loaded (knowledge.py).
+PARAMETERS: dict[str, dict[str, tuple]] = {
+    "stage_shared": _TILE,
+    "matrix_instruction": {"instruction": ("32x32x8", "16x16x16", "m16n8k16")},
+    "retile": _TILE,
+    "vector_copies": {"width": (2, 4, 8)},
+    "swizzle_shared": {"bits": (1, 2, 3)},
+    "pad_shared": {"pad": (2, 4, 8, 16)},
+    "pipeline": {"stages": (2, 3)},
+}
+
 REWRITES: dict[str, Rewrite] = {
     "stage_shared": stage_shared,
     "matrix_instruction": matrix_instruction,
