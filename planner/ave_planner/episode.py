@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import ave_decl
+from ave_decl.lang.errors import AveError
 
 from .knowledge import Technique
 from .model import Estimate, estimate
@@ -104,8 +105,8 @@ def run_episode(index: int, current: Candidate, current_estimate: Estimate, tech
     try:
         (run,) = ave_decl.run(cand.text, sizes=s.gate_sizes, target="host", unverified=True,
                               path=f"{technique.id}.ave", timeout=s.timeout_s)
-    except ave_decl_errors() as exc:  # a compile or run fault of the candidate
-        ep.gate, ep.reason = "run", exc.one_line() if hasattr(exc, "one_line") else str(exc)
+    except AveError as exc:  # a compile or run fault of the candidate
+        ep.gate, ep.reason = "run", exc.one_line()
         return Outcome(ep, cand, report=data)
     if run.ok is None:
         ep.gate, ep.reason = "run", "the kernel declares no reference to compare with"
@@ -139,12 +140,6 @@ def declared_tolerance(text: str) -> float:
     return float(value.value) if isinstance(value, (A.Float, A.Int)) else DEFAULT_TOLERANCE
 
 
-def ave_decl_errors() -> tuple[type[BaseException], ...]:
-    from ave_decl.lang.errors import AveError
-
-    return (AveError,)
-
-
 def write_episode(out: Path, o: Outcome) -> None:
     """episode-NN/: the candidate kernel, its report, the model's estimate, the record."""
     import shutil
@@ -166,7 +161,7 @@ def write_episode(out: Path, o: Outcome) -> None:
     tmp.rename(d)
 
 
-def _write(path: Path, text: str) -> None:
+def write_whole(path: Path, text: str) -> None:
     """Written whole or not at all (a temporary file renamed into place)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -184,8 +179,8 @@ def measure(text: str, s: Settings) -> tuple[float | None, str, bool]:
                               timeout=s.timeout_s)
     except NoDevice as exc:
         return None, f"no {s.target} device: {exc}", False
-    except ave_decl_errors() as exc:
-        return None, exc.one_line() if hasattr(exc, "one_line") else str(exc), True
+    except AveError as exc:
+        return None, exc.one_line(), True
     if not run.ok:
         return None, f"the {s.target} output differs from the reference at the model's sizes", True
     return run.run_s, "", True

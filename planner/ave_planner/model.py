@@ -23,6 +23,7 @@ from importlib import resources
 from ave_decl.hw.instructions import INSTRUCTIONS
 from ave_decl.lang import ast as A
 from ave_decl.lang.parser import parse_text
+from ave_decl.transform.ast_rewrite import walk
 
 TERMS = ("dram", "l2", "issue", "lds", "mma", "fma")
 _ESIZE = {"f32": 4, "bf16": 2, "f16": 2, "fp8": 1, "bf8": 1, "i32": 4, "int32": 4, "i8": 1, "u8": 1, "i16": 2}
@@ -185,26 +186,16 @@ class _Walk:
             weight /= max(trip, 1)
         return weight
 
-    def names(self, e, seen: set[str] | None = None) -> set[str]:
-        """The loop variables an expression depends on, through the names it reads."""
-        seen = set() if seen is None else seen
+    def names(self, e) -> set[str]:
+        """The names an expression depends on, through the definitions of the names it reads."""
         out: set[str] = set()
         stack = [e]
         while stack:
-            x = stack.pop()
-            if isinstance(x, A.Name):
-                out.add(x.id)
-                if x.id in self.defs and x.id not in seen:
-                    seen.add(x.id)
-                    stack.append(self.defs[x.id])
-            elif isinstance(x, A.Subscript):
-                stack.extend(x.indices)
-            elif isinstance(x, A.BinOp):
-                stack += [x.left, x.right]
-            elif isinstance(x, A.UnaryOp):
-                stack.append(x.operand)
-            elif isinstance(x, A.Call):
-                stack.extend(x.args)
+            for n in walk(stack.pop()):
+                if isinstance(n, A.Name) and n.id not in out:
+                    out.add(n.id)
+                    if n.id in self.defs:
+                        stack.append(self.defs[n.id])
         return out
 
     # ------------------------------------------------------------ statements
@@ -346,20 +337,18 @@ def _dims(walk: _Walk, e: A.Expr | None) -> tuple[int, ...]:
     return tuple(max(1, walk.value(x, {})) for x in elts)
 
 
-def _collect_shared(walk: _Walk, stmts) -> None:
-    for s in stmts:
+def _collect_shared(w: _Walk, stmts) -> None:
+    """Every `name = shared(dtype, shape[, layout=...])` of the kernel, at any depth."""
+    for s in walk(stmts):
         if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and isinstance(s.value, A.Call) \
-                and isinstance(s.value.func, A.Name) and s.value.func.id == "shared":
+                and s.value.func_name == "shared":
             args = s.value.args
             dtype = args[0].id if isinstance(args[0], A.Name) else "f32"
-            shape = tuple(walk.value(x, {}) for x in (args[-1].elts if isinstance(args[-1], A.Tuple) else (args[-1],)))
-            walk.shared[s.target.id] = (dtype, shape)
+            shape = tuple(w.value(x, {}) for x in (args[-1].elts if isinstance(args[-1], A.Tuple) else (args[-1],)))
+            w.shared[s.target.id] = (dtype, shape)
             layout = next((kw.value for kw in s.value.kwargs if kw.name == "layout"), None)
             if layout is not None:
                 try:
-                    walk.layouts[s.target.id] = _layout(walk, layout)
+                    w.layouts[s.target.id] = _layout(w, layout)
                 except _Unknown:
                     pass
-        for inner in ("body", "orelse"):
-            if hasattr(s, inner) and isinstance(getattr(s, inner), tuple):
-                _collect_shared(walk, getattr(s, inner))

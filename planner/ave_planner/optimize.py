@@ -8,7 +8,7 @@ from typing import Callable
 
 import ave_decl
 
-from .episode import Episode, Settings, _write, measure, run_episode, write_episode
+from .episode import Episode, Settings, measure, run_episode, write_episode, write_whole
 from .errors import KernelError
 from .knowledge import Technique
 from .model import Estimate, estimate
@@ -76,8 +76,8 @@ def optimize(text: str, path: str, techniques: dict[str, Technique], planner, se
             progress(ep)
     result.best, result.best_estimate = current, cur_est
     if out is not None:
-        _write(out / "best.ave", current.text)
-        _write(out / "trajectory.json", json.dumps({
+        write_whole(out / "best.ave", current.text)
+        write_whole(out / "trajectory.json", json.dumps({
             "kernel": path, "target": settings.target, "device": settings.device, "sizes": settings.sizes,
             "gate_sizes": settings.gate_sizes, "planner": planner.name, "budget": budget,
             "start_estimate_s": start.seconds, "best_estimate_s": cur_est.seconds,
