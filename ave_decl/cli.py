@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from .draw.commands import draw as draw_group
 from .lang.errors import AveError, ExitCode, UsageError
 from .version import __version__
 
@@ -192,6 +193,8 @@ def facts(file: str, out_dir: str) -> None:
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(exists=True), help="Extra rules directory.")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), help="Write the JSON report to FILE.")
 @click.option("--sarif", "sarif_file", type=click.Path(dir_okay=False), help="Write a SARIF 2.1.0 log to FILE.")
+@click.option("--html", "html_dir", type=click.Path(file_okay=False), default=None,
+              help="Write a static HTML report, DIR/index.html, with a heatmap per finding (implies --violation-sets).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Verdict cache directory (default: $XDG_CACHE_HOME/ave).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
@@ -206,7 +209,8 @@ def facts(file: str, out_dir: str) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
 def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sarif_file, cache_dir, no_cache,
-          baseline, write_baseline, confirm, violation_sets, show_time, quiet, verbose, no_timings=False) -> None:
+          baseline, write_baseline, confirm, violation_sets, show_time, quiet, verbose, no_timings=False,
+          html_dir=None) -> None:
     """Audit every .ave file under PATHS: parallel, cached, one bad file never stops the rest."""
     if show_time and no_timings:
         raise click.UsageError("--time and --no-timings exclude each other")
@@ -220,7 +224,7 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
     from .report.suppress import write_baseline as save_baseline
     from .report.text import render, render_timings
 
-    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets),
+    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets or bool(html_dir)),
                         jobs or (os.cpu_count() or 1),
                         file_timeout, None if no_cache else Path(cache_dir) if cache_dir else default_dir())
     bars: list = []
@@ -252,6 +256,10 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
         except AveError:
             meta = {}
         _atomic_write(Path(sarif_file), json.dumps(to_sarif(report, meta, Path.cwd()), indent=2))
+    if html_dir:
+        from .draw.html_report import write_report
+
+        click.echo(f"html: wrote {write_report(report, Path(html_dir))}", err=True)
     if not quiet:
         click.echo(render(report, verbose=verbose, timings=not no_timings), nl=False)
     if show_time:
@@ -612,6 +620,8 @@ def rules_lint(dirs: tuple[str, ...]) -> None:
     prog = load_rules(tuple(dirs))
     click.echo(f"ok: {len(prog.files)} files, {len(prog.decls)} relations, {len(prog.rules)} rules")
 
+
+main.add_command(draw_group)  # `ave draw` (ave_decl/draw/commands.py)
 
 if __name__ == "__main__":
     main()

@@ -30,8 +30,9 @@ ALLOWED: dict[str, set[str]] = {
     "audit": {"lang", "datalog", "report", "pipeline"},
     "transform": {"hw", "lang"},
     "testing": {"hw", "lang", "report", "sim", "api", "transform"},
+    "draw": {"hw", "lang", "facts", "report", "pipeline"},
     "cli": {"hw", "lang", "facts", "datalog", "report", "solver", "sim", "pipeline", "api", "audit", "testing",
-            "transform", "codegen", "execute"},
+            "transform", "codegen", "execute", "draw"},
     "version": set(),
 }
 

@@ -83,6 +83,15 @@ def _finding(f: Finding, cache: _Sources) -> list[str]:
 
 
 def _table(c: Counterexample) -> list[str]:
+    rows = counterexample_rows(c)
+    width = max(len(r[0]) for r in rows)
+    out = ["  = counterexample:"]
+    out += [f"      {name:<{width}} | {value}" for name, value in rows]
+    return out
+
+
+def counterexample_rows(c: Counterexample) -> list[tuple[str, str]]:
+    """The counterexample as (name, value) rows: the text table, also the HTML report's."""
     rows = [
         ("block", ", ".join(map(str, c.block))),
         ("thread", f"{c.thread_linear} ({c.group_kind} {c.group_index}, lane {c.lane})"),
@@ -122,10 +131,7 @@ def _table(c: Counterexample) -> list[str]:
         coords = f" at coordinates {tuple(side.coordinates)}" if side.coordinates else ""
         rows.append((side.label, f"{' '.join(where)}{': ' if where else ''}tag {tag}{coords}"))
     rows.append(("fails", c.relation))
-    width = max(len(r[0]) for r in rows)
-    out = ["  = counterexample:"]
-    out += [f"      {name:<{width}} | {value}" for name, value in rows]
-    return out
+    return rows
 
 
 def _chain(side: Side, cache: _Sources) -> list[str]:
@@ -142,14 +148,19 @@ _POINT_LABELS = {"use": "use", "load": "load", "store": "store", "source": "tagg
 
 
 def _point(p: ChainPoint, cache: _Sources) -> str:
+    src = cache.get(p.location.file)
+    return f"{point_text(p)}: {src.line_text(p.location.line).strip() if src else ''}"
+
+
+def point_text(p: ChainPoint) -> str:
+    """One chain step without its source line, e.g. `store As at f.ave:25:13 [thread 128, kt=0]`
+    (shared with the pictures and the HTML report, which show the line apart)."""
     iters = ", ".join(f"{k}={v}" for k, v in p.iterations.items())
     who = f"thread {p.thread}" if p.thread is not None else ""
     ctx = ", ".join(x for x in (who, iters, p.note) if x)
-    src = cache.get(p.location.file)
-    text = src.line_text(p.location.line).strip() if src else ""
     label = _POINT_LABELS.get(p.kind, p.kind)
     buf = f" {p.buffer}" if p.buffer and p.kind not in ("use",) else ""
-    return f"{label}{buf} at {p.location} [{ctx}]: {text}"
+    return f"{label}{buf} at {p.location} [{ctx}]"
 
 
 def render_timings(report: Report) -> str:

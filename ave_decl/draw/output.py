@@ -1,0 +1,53 @@
+"""Writing pictures: SVG as is, PNG through the optional `png` extra (CairoSVG); every file is
+written atomically (a reader never sees half a picture or half a report)."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ..lang.errors import UsageError
+
+PNG_HINT = "PNG output needs CairoSVG: pip install 'ave-decl[png]'"
+
+
+def png_bytes(svg: str) -> bytes:
+    """The SVG rendered to PNG (UsageError without CairoSVG or its cairo library)."""
+    try:
+        import cairosvg
+    except (ImportError, OSError):  # OSError: the Python package without the cairo C library
+        raise UsageError(PNG_HINT) from None
+    return cairosvg.svg2png(bytestring=svg.encode("utf-8"))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` through a temporary file in the same directory, then rename it into place."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise UsageError(f"cannot write {path}: no directory {directory}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make a report others cannot read
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_picture(svg: str, output: str | None, fmt: str | None) -> bytes | None:
+    """`-o FILE` (format from `--format`, else from the suffix: .png is PNG) or, without `-o`, the
+    SVG's bytes for stdout (PNG needs a file)."""
+    fmt = fmt or ("png" if output and output.lower().endswith(".png") else "svg")
+    data = png_bytes(svg) if fmt == "png" else svg.encode("utf-8")
+    if output is None:
+        if fmt == "png":
+            raise UsageError("--format png writes a file: give -o FILE.png")
+        return data
+    write_atomic(Path(output), data)
+    return None
