@@ -64,7 +64,7 @@ LLD_PACKAGE := lld-19
 # 7.5 min on the 2-core machine instead of 15. `make test TEST_JOBS=0` runs it in one process.
 TEST_JOBS ?= auto
 
-test: $(STAMP) lld
+test: $(STAMP) lld chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist worksteal
 
 .PHONY: lld
@@ -75,6 +75,22 @@ lld:
 	    (apt-get install -y -q $(LLD_PACKAGE) >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
 	     apt-get install -y -q $(LLD_PACKAGE) >/dev/null 2>&1)) || echo "could not install $(LLD_PACKAGE): the hsaco tests skip"; \
 	  else echo "no ld.lld and not root: the amdgpu hsaco tests skip (apt-get install $(LLD_PACKAGE))"; fi; \
+	fi
+
+# The HTML report's browser tests (tests/test_html_report.py) drive headless Chromium: Debian's
+# chromium and chromium-driver, installed here when `make test` runs as root and they are missing;
+# otherwise those tests skip with the reason.
+CHROMIUM_PACKAGES := chromium chromium-driver
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q
+
+.PHONY: chromium
+chromium:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing $(CHROMIUM_PACKAGES) (the HTML report's browser tests)"; \
+	    ($(APT_INSTALL) $(CHROMIUM_PACKAGES) >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && \
+	     $(APT_INSTALL) $(CHROMIUM_PACKAGES) >/dev/null 2>&1)) || echo "could not install chromium: the browser tests skip"; \
+	  else echo "no chromium and not root: the browser tests skip (apt-get install $(CHROMIUM_PACKAGES))"; fi; \
 	fi
 
 # Tests marked slow (each over a minute on 2 cores: the verification of examples/speed/).

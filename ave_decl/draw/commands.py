@@ -25,6 +25,7 @@ def _emit(svg: str, output: str | None, fmt: str | None) -> None:
     data = write_picture(svg, output, fmt)
     if data is not None:
         sys.stdout.buffer.write(data)
+        sys.stdout.flush()
     else:
         click.echo(f"wrote {output}", err=True)
 

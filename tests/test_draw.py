@@ -1,0 +1,165 @@
+"""`ave draw`: the pictures as a user gets them — well-formed SVG with the expected cells, the
+violating cells of a heatmap equal to the set `ave check --json` reports, one-line usage errors,
+escaped untrusted text, byte-identical output for the same input."""
+from __future__ import annotations
+
+import random
+import xml.etree.ElementTree as ET
+from itertools import product
+
+import pytest
+from conftest import EXAMPLES
+
+from ave_decl.draw.finding_picture import numbered_findings, violating_points
+from ave_decl.hw.instructions import INSTRUCTIONS
+from ave_decl.lang.operand_maps import slot_maps
+from ave_decl.report.model import kernel_from_json
+from ave_decl.solver.violation_set import Var, describe
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def cells(svg_text: str, kind: str = "") -> list[dict[str, str]]:
+    """The attributes of every grid cell (optionally only those of one kind) of an SVG document."""
+    root = ET.fromstring(svg_text.encode())
+    assert root.tag == f"{SVG}svg"
+    return [r.attrib for r in root.iter(f"{SVG}rect")
+            if "cell" in r.get("class", "").split() and (not kind or kind in r.get("class", "").split())]
+
+
+@pytest.mark.parametrize("example, number", [("gemm_lds_mfma_transposed.ave", 1),
+                                             ("pipelines/gemm_pipelined3_wait2.ave", 2)])
+def test_heatmap_violating_cells_are_the_reported_set(ave, tmp_path, example, number):
+    out = tmp_path / "x.svg"
+    r = ave("draw", "finding", EXAMPLES / example, "--finding", number, "-o", out)
+    assert r.code == 0, r.err
+    report = ave("check", "--json", "--no-timings", EXAMPLES / example).json()
+    _, _, f = numbered_findings([kernel_from_json(k) for k in report["kernels"]])[number - 1]
+    vs, c = f.violation_set, f.counterexample
+    assert vs is not None and vs["complete"]
+    svg = out.read_text()
+    if vs["variables"] == ["lane", "value"]:
+        sizes = [c.group_size, vs["total"] // c.group_size]
+        key = ("data-lane", "data-slot")
+        marked = {(c.lhs.lane, c.lhs.value_index)}
+    else:
+        sizes, key, marked = [vs["total"]], ("data-thread",), {(c.thread_linear,)}
+    drawn = {tuple(int(a[k]) for k in key) for a in cells(svg, "violating")}
+    assert drawn == violating_points(vs, sizes)
+    assert len(drawn) == vs["count"] and len(cells(svg)) == vs["total"]
+    assert {tuple(int(a[k]) for k in key) for a in cells(svg, "counterexample")} == marked
+    assert f"url(#finding-hatch)" in svg  # violating cells are hatched, not only coloured
+
+
+def test_cube_expansion_inverts_the_reported_description():
+    """The heatmap's points come from the report's Espresso cubes: expanding them gives back every
+    point solver/violation_set.py described (ranges, bit patterns, sizes that are no power of 2)."""
+    rng = random.Random(7)
+    for sizes in ([64, 4], [256], [48, 3], [32, 16]):
+        variables = [Var(name, None, size) for name, size in zip(["lane", "value"], sizes)]
+        space = list(product(*[range(s) for s in sizes]))
+        for density in (0.1, 0.5, 1.0):
+            points = {p for p in space if rng.random() < density}
+            if not points:
+                continue
+            vs = describe(points, variables, True)
+            assert violating_points(vs, sizes) == points, vs["description"]
+
+
+def test_layout_grid_shows_offsets_banks_and_swizzle_phases(ave, tmp_path):
+    r = ave("draw", "layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "As")
+    assert r.code == 0, r.err
+    grid = cells(r.out)
+    assert len(grid) == 64 * 64
+    offsets = sorted(int(a["data-offset"]) for a in grid)
+    assert offsets == list(range(64 * 64))  # the swizzle permutes the tile
+    for a in grid:  # bf16: two elements per 4-byte bank word, 32 banks
+        assert int(a["data-bank"]) == int(a["data-offset"]) * 2 // 4 % 32
+    row1 = [a for a in grid if a["data-row"] == "1"]
+    assert {int(a["data-offset"]) - 64 for a in row1} == set(range(64)) and "⊕8" in r.out
+    few = ave("draw", "layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "Bs", "--rows", "4")
+    assert len(cells(few.out)) == 4 * 64
+
+
+@pytest.mark.parametrize("name", ["mfma_f32_32x32x8_bf16", "mma_m16n8k16_f16"])
+def test_operand_grids_hold_every_element_once(ave, name):
+    r = ave("draw", "operands", name)
+    assert r.code == 0, r.err
+    instr = INSTRUCTIONS[name]
+    root = ET.fromstring(r.out.encode())
+    for operand, op, shape in (("A", instr.a, (instr.m, instr.k)), ("B", instr.b, (instr.k, instr.n)),
+                               ("C", instr.c, (instr.m, instr.n))):
+        group = next(g for g in root.iter(f"{SVG}g") if f"operand-{operand}" in g.get("class", "").split())
+        grid = [r.attrib for r in group.iter(f"{SVG}rect") if "cell" in r.get("class", "")]
+        assert len(grid) == instr.group_size * op.values
+        rows, cols = slot_maps(op, instr.group_size)
+        for a in grid:
+            lane, slot = int(a["data-lane"]), int(a["data-slot"])
+            assert (int(a["data-row"]), int(a["data-col"])) == (rows[lane, slot], cols[lane, slot])
+        if operand == "C":  # the accumulator: each element in exactly one lane and slot
+            assert sorted((int(a["data-row"]), int(a["data-col"])) for a in grid) == \
+                sorted(product(range(shape[0]), range(shape[1])))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "Q"], "has no buffer 'Q' (shared buffers: As, Bs)"),
+    (["layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "A"], "'A' is a global tensor"),
+    (["layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "As", "--kernel", "nope"], "has no kernel 'nope'"),
+    (["operands", "mfma_32x32"], "unknown instruction 'mfma_32x32' (did you mean"),
+    (["finding", EXAMPLES / "gemm_naive.ave", "--finding", "1"], "has no findings"),
+    (["finding", EXAMPLES / "gemm_lds_mfma_transposed.ave", "--finding", "99"], "has findings 1-7"),
+    (["finding", EXAMPLES / "gemm_lds_mfma_transposed.ave", "--finding", "3"], "has no counterexample to draw"),
+    (["layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "As", "-o", "/nonexistent/dir/x.svg"],
+     "no directory /nonexistent/dir"),
+    (["operands", "mfma_f32_32x32x8_bf16", "--format", "png"], "give -o FILE.png"),
+])
+def test_bad_input_is_one_line_and_exit_2(ave, args, message):
+    r = ave("draw", *args)
+    assert r.code == 2, r.out + r.err
+    assert message in r.err and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err, r.err
+
+
+def test_front_end_error_is_located_and_exit_3(ave, tmp_path):
+    bad = tmp_path / "bad.ave"
+    bad.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n    As = shared(bf99, (8,))\n")
+    r = ave("draw", "layout", bad, "--buffer", "As")
+    assert r.code == 3 and r.err.startswith(f"{bad}:3:"), r.err
+    missing = ave("draw", "finding", tmp_path / "missing.ave")
+    assert missing.code == 2 and "cannot read" in missing.err and "Traceback" not in missing.err
+
+
+def hostile_copy(tmp_path):
+    """The violating example under a hostile file name, with a hostile comment on the MFMA line."""
+    text = (EXAMPLES / "gemm_lds_mfma_transposed.ave").read_text()
+    text = text.replace("acc = mfma_f32_32x32x8_bf16(a, b, acc)",
+                        "acc = mfma_f32_32x32x8_bf16(a, b, acc)  # <script>alert('x')</script> & \"q\"")
+    path = tmp_path / "k<script>.ave"
+    path.write_text(text)
+    return path
+
+
+def test_untrusted_text_is_escaped_in_the_svg(ave, tmp_path):
+    path = hostile_copy(tmp_path)
+    r = ave("draw", "finding", path, "--finding", "1")
+    assert r.code == 0, r.err
+    root = ET.fromstring(r.out.encode())  # well-formed although the name and the line hold markup
+    assert not list(root.iter(f"{SVG}script")) and not list(root.iter("script"))
+    texts = "".join(t.text or "" for t in root.iter(f"{SVG}text"))
+    assert "<script>alert('x')</script>" in texts and "k<script>.ave" in texts
+
+
+def test_same_input_same_bytes(ave, tmp_path):
+    for args in (["layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "As", "--rows", "8"],
+                 ["operands", "mfma_f32_16x16x16_bf16"]):
+        assert ave("draw", *args).out == ave("draw", *args).out
+
+
+def test_png_output(ave, tmp_path):
+    try:
+        import cairosvg  # noqa: F401
+    except (ImportError, OSError):  # OSError: CairoSVG without the cairo C library
+        pytest.skip("PNG needs the png extra (pip install 'ave-decl[png]') and the cairo library")
+    out = tmp_path / "ops.png"
+    r = ave("draw", "operands", "mma_m16n8k16_f16", "-o", out)
+    assert r.code == 0, r.err
+    assert out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
