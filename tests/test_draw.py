@@ -76,7 +76,7 @@ def test_layout_grid_shows_offsets_banks_and_swizzle_phases(ave, tmp_path):
     for a in grid:  # bf16: two elements per 4-byte bank word, 32 banks
         assert int(a["data-bank"]) == int(a["data-offset"]) * 2 // 4 % 32
     row1 = [a for a in grid if a["data-row"] == "1"]
-    assert {int(a["data-offset"]) - 64 for a in row1} == set(range(64)) and "⊕8" in r.out
+    assert {int(a["data-offset"]) - 64 for a in row1} == set(range(64)) and " ^8" in r.out
     few = ave("draw", "layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "Bs", "--rows", "4")
     assert len(cells(few.out)) == 4 * 64
 

@@ -2,7 +2,7 @@
 
 Each cell (one logical element) shows its offset; the fill is its bank (32 banks of 4 bytes, as
 the bank-conflict rule counts them), the number is repeated in the tooltip. For a swizzled layout
-the row label also shows the XOR the swizzle applies in that row (`⊕8`), so the phases show.
+the row label also shows the XOR the swizzle applies in that row (`^8`), so the phases show.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def layout_svg(buf: Buffer, file: str, kernel: str, max_rows: int | None = None)
         label = str(i * cols) if rank1 else str(i)
         if xor is not None:
             phases = np.unique(xor[i])
-            label += f" ⊕{int(phases[0])}" if phases.size == 1 else " ⊕…"
+            label += f" ^{int(phases[0])}" if phases.size == 1 else " ^…"
         row_labels.append(label)
     cw = max(24.0, len(str(int(offsets.max()))) * 5.4 + 8)
     title = f"{buf.name}: {buf.dtype} {tuple(buf.const_shape or ())}, layout {buf.layout}"
@@ -72,7 +72,7 @@ def layout_svg(buf: Buffer, file: str, kernel: str, max_rows: int | None = None)
                                      "element" if rank1 else "row", "" if rank1 else "column", cw, 15))
     y = 24 + h + 14
     note = (f"fill = bank ({BANKS} banks of {BANK_BYTES} bytes; {width}-byte elements)"
-            + ("; row label ⊕n: the XOR the swizzle applies in that row" if xor is not None else ""))
+            + ("; row label ^n: the swizzle XORs the offsets of that row with n" if xor is not None else ""))
     cv.text(8, y, note, 10)
     for b in range(BANKS):  # the bank key
         x = 8 + b * 26
