@@ -27,8 +27,9 @@ def cells(svg_text: str, kind: str = "") -> list[dict[str, str]]:
             if "cell" in r.get("class", "").split() and (not kind or kind in r.get("class", "").split())]
 
 
-@pytest.mark.parametrize("example, number", [("gemm_lds_mfma_transposed.ave", 1),
-                                             ("pipelines/gemm_pipelined3_wait2.ave", 2)])
+@pytest.mark.parametrize("example, number", [("gemm_lds_mfma_transposed.ave", 1),  # (lane, value)
+                                             ("pipelines/gemm_pipelined3_wait2.ave", 2),  # (thread)
+                                             ("helpers/gemm_helpers_b_offset.ave", 1)])  # (thread, value)
 def test_heatmap_violating_cells_are_the_reported_set(ave, tmp_path, example, number):
     out = tmp_path / "x.svg"
     r = ave("draw", "finding", EXAMPLES / example, "--finding", number, "-o", out)
@@ -42,6 +43,8 @@ def test_heatmap_violating_cells_are_the_reported_set(ave, tmp_path, example, nu
         sizes = [c.group_size, vs["total"] // c.group_size]
         key = ("data-lane", "data-slot")
         marked = {(c.lhs.lane, c.lhs.value_index)}
+    elif vs["variables"] == ["thread", "value"]:  # block=256 in the example
+        sizes, key, marked = [256, vs["total"] // 256], ("data-thread", "data-slot"), {(c.thread_linear, c.value_index)}
     else:
         sizes, key, marked = [vs["total"]], ("data-thread",), {(c.thread_linear,)}
     drawn = {tuple(int(a[k]) for k in key) for a in cells(svg, "violating")}

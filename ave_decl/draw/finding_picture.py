@@ -131,12 +131,19 @@ def heatmap(cv: Canvas, f: Finding, axes: Axes | None, instr: Instruction | None
                  for r in range(rows)]
         return Grid(cells, [f"{c.group_kind} {r}" for r in range(rows)], [str(j) for j in range(g)],
                     "threads of the block", c.group_kind, "lane", 16, 16)
-    first = axes.names[0]
-    cells = [[cell((i, v), {first: i, "slot": v}) for v in range(axes.sizes[1])] for i in range(axes.sizes[0])]
-    title = "A operand: lane × slot" + (" (cell: A row, k)" if labels is not None else "") \
-        if first == "lane" else "threads × register slot"
+    if axes.names == ["thread", "value"]:  # lanes down, (wave, slot) across: a wave's slots side by side
+        g, slots = c.group_size, axes.sizes[1]
+        waves = -(-axes.sizes[0] // g)
+        cells = [[cell((w * g + lane, v), {"thread": w * g + lane, "slot": v})
+                  for w in range(waves) for v in range(slots) if w * g + lane < axes.sizes[0]] for lane in range(g)]
+        return Grid(cells, [str(lane) for lane in range(g)],
+                    [f"{w}:{v}" for w in range(waves) for v in range(slots)],
+                    f"threads × register slot (thread = {c.group_kind} · {g} + lane)", "lane",
+                    f"{c.group_kind}:slot", 24, 13)
+    cells = [[cell((i, v), {"lane": i, "slot": v}) for v in range(axes.sizes[1])] for i in range(axes.sizes[0])]
+    title = "A operand: lane × slot" + (" (cell: A row, k)" if labels is not None else "")
     return Grid(cells, [str(i) for i in range(axes.sizes[0])], [str(v) for v in range(axes.sizes[1])], title,
-                first, "slot", 36 if labels is not None else 24, 13)
+                "lane", "slot", 36 if labels is not None else 24, 13)
 
 
 def _wrap(text: str, width: int) -> list[str]:
