@@ -21,7 +21,8 @@ def skip_reason() -> str | None:
         return "selenium is not installed (pip install -e '.[test]')"
     for path, package in ((CHROMIUM, "chromium"), (DRIVER, "chromium-driver")):
         if not Path(path).exists():
-            return f"no {path}: apt-get install chromium chromium-driver (make test does, as root)"
+            return f"no {path} (Debian package {package}): apt-get install chromium chromium-driver " \
+                "(make test does, as root)"
     return None
 
 
