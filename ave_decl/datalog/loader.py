@@ -11,21 +11,22 @@ from lark.exceptions import UnexpectedInput, VisitError
 
 from ..lang.errors import RuleError
 from ..lang.lark_spans import SpanTransformer
+from ..lang.build_cache import lark_parser
 from ..lang.resources import grammar_path
 from ..lang.source import Span
+from .files import INCLUDE as _INCLUDE
+from .files import included_files, includes_of, listed_files
 from .program import (AdtTerm, Aggregate, Atom, BinTerm, Constraint, Decl, Functor, Nil, Num, Program, Record, Rule,
                       RuleFileMeta, Sym, UnTerm, Var, Wild)
 
 _META = re.compile(r"^\s*//\s*@(\w[\w-]*)\s+(.*?)\s*$")
 _CONTINUED = re.compile(r"^\s*//\s{2,}(\S.*?)\s*$")  # an indented comment line continues the field above
-_INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$')
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
-    return Lark(grammar_path("souffle.lark").read_text(), parser="lalr", propagate_positions=True,
-                maybe_placeholders=False)
+    return lark_parser(grammar_path("souffle.lark"), propagate_positions=True, maybe_placeholders=False)
 
 
 class _Build(SpanTransformer):
@@ -304,15 +305,8 @@ def parse_file(path: Path) -> tuple[list, RuleFileMeta]:
 def load_program(dirs: list[Path]) -> Program:
     """Every `.dl` file under the given directories (sorted, recursive), merged into one Program."""
     prog = Program()
-    files: list[Path] = []
-    for d in dirs:
-        if d.is_file():
-            files.append(d)
-        elif d.is_dir():
-            files.extend(sorted(d.rglob("*.dl")))
-        else:
-            raise RuleError(f"rules directory not found: {d}", None)
-    included = _included_files(files)
+    files = listed_files(dirs)
+    included = included_files(files)
     for path in files:
         if path.resolve() in included:
             continue
@@ -320,24 +314,11 @@ def load_program(dirs: list[Path]) -> Program:
         prog.files.append(meta)
         for item in items:
             _add(prog, item, path)
-        for inc in _includes_of(path):
+        for inc in includes_of(path):
             inc_items, _ = parse_file(inc)
             for item in inc_items:
                 _add(prog, item, inc)
     return prog
-
-
-def _includes_of(path: Path) -> list[Path]:
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        m = _INCLUDE.match(line)
-        if m:
-            out.append((path.parent / m.group(1)).resolve())
-    return out
-
-
-def _included_files(files: list[Path]) -> set[Path]:
-    return {inc for f in files for inc in _includes_of(f)}
 
 
 def _add(prog: Program, item, path: Path) -> None:

@@ -18,6 +18,7 @@ from .inline import HELPER_DECORATOR, inline_helpers
 from .lark_spans import SpanTransformer
 from .masked import desugar_masked
 from .packed import desugar_packed
+from .build_cache import lark_parser
 from .resources import grammar_path
 from .source import MAX_SOURCE_BYTES, SourceFile, Span, quote
 
@@ -77,14 +78,8 @@ class _DedentError(Exception):
 
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
-    return Lark(
-        grammar_path("ave.lark").read_text(),
-        parser="lalr",
-        postlex=_Indenter(),
-        propagate_positions=True,
-        maybe_placeholders=False,
-        cache=False,
-    )
+    return lark_parser(grammar_path("ave.lark"), postlex=_Indenter(), propagate_positions=True,
+                       maybe_placeholders=False)
 
 
 class _Build(SpanTransformer, Transformer_NonRecursive):

@@ -18,6 +18,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from . import ast as A
 from .errors import FrontEndError
 from .lark_spans import SpanTransformer
+from .build_cache import lark_parser
 from .resources import grammar_path
 from .source import Span
 
@@ -160,8 +161,7 @@ def kernel_names(kernel: A.Kernel) -> dict[str, str]:
 # ---------------------------------------------------------------------- parsing
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
-    return Lark(grammar_path("reference.lark").read_text(), parser="lalr", propagate_positions=True,
-                maybe_placeholders=False, cache=False)
+    return lark_parser(grammar_path("reference.lark"), propagate_positions=True, maybe_placeholders=False)
 
 
 class _Where:
