@@ -384,23 +384,26 @@ class AccessQueries:
             else np.zeros((1, 0), np.int64)
         if combos.shape[0] > 4096:
             return None
-        for combo in combos:
-            env: dict = {name: int(v) for (name, _), v in zip(axes, combo)}
-            rest = threads
-            for d, extent in enumerate(dims):
-                env[f"tid:{d}"] = rest % extent
-                rest = rest // extent
-            words = np.broadcast_to(np.asarray(evaluate(self.view.kf.table, acc.addr, env)) * width // BANK_BYTES,
-                                    threads.shape)
-            for start in range(0, threads.size, phase):
-                w = words[start:start + phase]
-                banks = w % BANKS
-                for bank in np.unique(banks):
-                    distinct = np.unique(w[banks == bank])
-                    if distinct.size > 1:
-                        lanes = [int(np.argmax(w == x)) + start for x in distinct[:2]]
-                        return {"t1": lanes[0], "t2": lanes[1], **{k: int(v) for (k, _), v in zip(axes, combo)}}
-        return {}
+        # every loop point at once: rows are loop points, columns threads
+        env: dict = {name: combos[:, i:i + 1] for i, (name, _) in enumerate(axes)}
+        rest = threads[None, :]
+        for d, extent in enumerate(dims):
+            env[f"tid:{d}"] = rest % extent
+            rest = rest // extent
+        words = np.broadcast_to(np.asarray(evaluate(self.view.kf.table, acc.addr, env), dtype=np.int64) * width
+                                // BANK_BYTES, (combos.shape[0], threads.size))
+        found = _first_conflicting_phase(words, phase)
+        if found is None:
+            return {}
+        row, start = found
+        w = words[row, start:start + phase]
+        banks = w % BANKS
+        for bank in np.unique(banks):  # the witness: the lowest conflicting bank, its two lowest words
+            distinct = np.unique(w[banks == bank])
+            if distinct.size > 1:
+                lanes = [int(np.argmax(w == x)) + start for x in distinct[:2]]
+                return {"t1": lanes[0], "t2": lanes[1], **{k: int(v) for (k, _), v in zip(axes, combos[row])}}
+        raise AssertionError("a conflicting phase without a conflicting bank")
 
     def bank_conflicts(self, aid: int) -> list[Query]:
         acc = self.view.accesses[aid]
@@ -424,3 +427,27 @@ class AccessQueries:
         violated = z3.And(w1 != w2, w1 % BANKS == w2 % BANKS)
         return [Query(cons, violated, self._access_alt(aid, first, acc.kind), self._access_alt(aid, second, acc.kind),
                       first, first, second, {"word1": w1, "word2": w2})]
+
+
+def _first_conflicting_phase(words, phase: int) -> tuple[int, int] | None:
+    """(loop point, first lane) of the first phase, in loop-point then lane order, in which two
+    lanes access different words of one bank; None when there is none. Vectorised: within each
+    phase, (bank, word) pairs sorted, a bank followed by itself with another word conflicts."""
+    import numpy as np
+
+    rows, lanes = words.shape
+    pad = (-lanes) % phase
+    if pad:  # a last, partial phase: repeat its first lane (same word: no conflict added)
+        words = np.concatenate([words, np.repeat(words[:, lanes - lanes % phase:][:, :1], pad, axis=1)], axis=1)
+    w = words.reshape(rows, -1, phase)
+    low = w.min()
+    key = (w % BANKS) * (w.max() - low + 1) + (w - low)
+    key.sort(axis=-1)
+    span = w.max() - low + 1
+    bank = key // span
+    conflict = ((bank[..., 1:] == bank[..., :-1]) & (key[..., 1:] != key[..., :-1])).any(axis=-1)
+    hits = np.argwhere(conflict)
+    if hits.size == 0:
+        return None
+    row, p = (int(x) for x in hits[0])
+    return row, p * phase
