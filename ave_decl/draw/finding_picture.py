@@ -183,11 +183,16 @@ def finding_canvas(number: int, f: Finding, source: SourceFile | None, block_thr
     grid = heatmap(cv, f, axes, instr)
     top = y + 6
     w, h = draw_grid(cv, 8, top, grid, "heatmap")
-    entries = [(CLEAN, "holds", False)]
-    if axes is not None:
-        entries.insert(0, (cv.hatch, "violates (hatched)", False))
-    entries.append((CLEAN if axes is None else cv.hatch, "the counterexample (outlined, ring)", True))
+    if axes is None:
+        entries = [(CLEAN, "a lane (this finding has no violation set)", False),
+                   (CLEAN, "a lane of the counterexample (outlined, ring)", True)]
+    else:
+        entries = [(cv.hatch, "violates (hatched)", False), (CLEAN, "holds", False),
+                   (cv.hatch, "the counterexample (outlined, ring)", True)]
     legend(cv, 8, top + h + 12, entries)
+    summary = f.violation_set["description"] if f.violation_set is not None else "no violation set"
+    cv.root.set("role", "img")
+    cv.root.set("aria-label", f"finding {number}, {f.invariant}: {summary}")
     x = 8 + w + 30
     ty = top + 12
     for side in (c.lhs, c.rhs):

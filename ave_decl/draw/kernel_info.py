@@ -62,11 +62,21 @@ def find_buffer(src: SourceFile, name: str, kernel: str | None = None) -> tuple[
 
 
 def instruction_at(src: SourceFile | None, line: int, end_line: int) -> Instruction | None:
-    """The matrix instruction called in source lines line..end_line (a K-pairing finding's site)."""
+    """The matrix instruction called in source lines line..end_line (a K-pairing finding's site),
+    else the only one the file calls anywhere (the site calls a `@device` helper that calls it)."""
     if src is None:
         return None
-    text = "\n".join(src.line_text(n) for n in range(line, max(line, end_line) + 1))
-    for m in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", text):
-        if m.group(1) in INSTRUCTIONS:
-            return INSTRUCTIONS[m.group(1)]
-    return None
+    site = _called(src.line_text(n) for n in range(line, max(line, end_line) + 1))
+    if site:
+        return INSTRUCTIONS[site[0]]
+    anywhere = set(_called(src.text.split("\n")))
+    return INSTRUCTIONS[anywhere.pop()] if len(anywhere) == 1 else None
+
+
+def _called(lines) -> list[str]:
+    """The library instructions called in these lines, in order (comments left out)."""
+    names = []
+    for text in lines:
+        code = text.split("#", 1)[0]
+        names += [m.group(1) for m in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", code) if m.group(1) in INSTRUCTIONS]
+    return names

@@ -16,6 +16,7 @@ IMG = ROOT / "docs" / "img"
 AVE = [sys.executable, "-m", "ave_decl.cli"]
 DRAWINGS = {
     "draw_finding.png": ["finding", "examples/gemm_lds_mfma_transposed.ave", "--finding", "1"],
+    "draw_finding_partial.png": ["finding", "examples/helpers/gemm_helpers_b_offset.ave", "--finding", "2"],
     "draw_finding_threads.png": ["finding", "examples/pipelines/gemm_pipelined3_wait2.ave", "--finding", "2"],
     "draw_layout.png": ["layout", "examples/gemm_lds_swizzled.ave", "--buffer", "As", "--rows", "16"],
     "draw_operands.png": ["operands", "mfma_f32_32x32x8_bf16"],
