@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from itertools import product
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ONE_WAVE
 
 from ave_decl.draw.finding_picture import numbered_findings, violating_points
 from ave_decl.hw.instructions import INSTRUCTIONS
@@ -124,7 +124,7 @@ def test_bad_input_is_one_line_and_exit_2(ave, args, message):
 
 def test_front_end_error_is_located_and_exit_3(ave, tmp_path):
     bad = tmp_path / "bad.ave"
-    bad.write_text("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)]):\n    As = shared(bf99, (8,))\n")
+    bad.write_text(ONE_WAVE + "    As = shared(bf99, (8,))\n")
     r = ave("draw", "layout", bad, "--buffer", "As")
     assert r.code == 3 and r.err.startswith(f"{bad}:3:"), r.err
     missing = ave("draw", "finding", tmp_path / "missing.ave")

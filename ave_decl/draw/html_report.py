@@ -34,12 +34,14 @@ th{background:#f0f0f0}
 .v-VIOLATION::before{content:"\\2716  "}.v-VERIFIED::before{content:"\\2714  "}
 .v-UNKNOWN::before{content:"?  "}.v-ERROR::before{content:"!  "}
 .finding{border:1px solid #d4d4d4;border-left:6px solid #999;border-radius:4px;padding:10px 14px;margin:14px 0}
-.finding.level-error{border-left-color:#d55e00;border-left-style:double}.finding.level-warning{border-left-color:#999;border-left-style:dashed}
+.finding.level-error{border-left-color:#d55e00;border-left-style:double}
+.finding.level-warning{border-left-color:#999;border-left-style:dashed}
 pre{background:#f6f6f6;padding:6px 8px;overflow-x:auto;margin:6px 0;font-size:12.5px}
 .counterexample td:first-child{font-weight:600;white-space:nowrap}
 .chains{display:flex;flex-wrap:wrap;gap:8px 32px}.chains ol{margin:4px 0;padding-left:22px}
 .chains code{font-size:12.5px}.chains .line{color:#555;font-family:monospace;font-size:12px}
-.finding-body{display:flex;flex-wrap:wrap;gap:12px 28px;align-items:flex-start}.finding-body>div{flex:1 1 520px;min-width:0}
+.finding-body{display:flex;flex-wrap:wrap;gap:12px 28px;align-items:flex-start}
+.finding-body>div{flex:1 1 520px;min-width:0}
 .chains{flex-direction:column}
 figure{margin:0;overflow-x:auto;max-width:100%}
 [hidden]{display:none!important}
@@ -56,7 +58,8 @@ function applyFilters(){
     const ok=verdicts.has(r.dataset.verdict)&&(!inv||r.dataset.invariants.split(' ').includes(inv));
     r.hidden=!ok;if(ok)rows++;}
   for(const f of document.querySelectorAll('article.finding')){
-    const ok=verdicts.has(f.dataset.verdict)&&(!inv||f.dataset.invariant===inv)&&(warnings||f.dataset.level!=='warning');
+    const ok=verdicts.has(f.dataset.verdict)&&(!inv||f.dataset.invariant===inv)
+      &&(warnings||f.dataset.level!=='warning');
     f.hidden=!ok;if(ok)findings++;}
   document.getElementById('shown').textContent=rows+' row(s), '+findings+' finding(s) shown';
 }

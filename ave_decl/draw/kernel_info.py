@@ -73,10 +73,13 @@ def instruction_at(src: SourceFile | None, line: int, end_line: int) -> Instruct
     return INSTRUCTIONS[anywhere.pop()] if len(anywhere) == 1 else None
 
 
+_CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
 def _called(lines) -> list[str]:
     """The library instructions called in these lines, in order (comments left out)."""
     names = []
     for text in lines:
         code = text.split("#", 1)[0]
-        names += [m.group(1) for m in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", code) if m.group(1) in INSTRUCTIONS]
+        names += [m.group(1) for m in _CALL.finditer(code) if m.group(1) in INSTRUCTIONS]
     return names
