@@ -104,6 +104,21 @@ def main() -> None:
     """Ave: verify the data-flow invariants of GPU tile kernels."""
 
 
+def _frozen_spec_gate(original: str, sources: list) -> None:
+    """`check --frozen-spec`: one line per change of ORIGINAL's spec (lang/spec.py), then exit 1."""
+    from .lang.spec import frozen_spec_changes
+    from .pipeline import read_sources
+
+    found, errs = read_sources([original])
+    if errs or not found:
+        raise UsageError(f"--frozen-spec {original}: {errs[0].message if errs else 'cannot read it'}")
+    changes = [c for s in sources for c in frozen_spec_changes(found[0].text, s.text, found[0].path, s.path)]
+    for c in changes:
+        click.echo(c.one_line())
+    if changes:
+        sys.exit(int(ExitCode.VIOLATION))
+
+
 @main.command(epilog=_EXIT_HELP)
 @click.argument("files", nargs=-1, required=True, type=click.Path())  # a directory is reported per file
 @click.option("--engine", type=click.Choice(["embedded", "souffle"]), default="embedded", show_default=True,
@@ -124,9 +139,13 @@ def main() -> None:
 @click.option("--no-timings", is_flag=True,
               help="Leave every measured time out of the report, so the same input gives byte-identical output.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
+@click.option("--frozen-spec", "frozen_spec", type=click.Path(exists=True, dir_okay=False), default=None,
+              metavar="ORIGINAL", help="Reject (exit 1, nothing checked) a file whose signature, reference, tags, "
+                                       "assumes or assertions differ from ORIGINAL's, or that drops a tagged tensor.")
 def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: float | None,
           rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, no_violation_sets: bool, show_time: bool,
-          verbose: bool, no_timings: bool = False, print_relations: tuple[str, ...] = ()) -> None:
+          verbose: bool, no_timings: bool = False, print_relations: tuple[str, ...] = (),
+          frozen_spec: str | None = None) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
     from .report.text import render
@@ -135,6 +154,8 @@ def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: f
         raise click.UsageError("--time and --no-timings exclude each other")
     started = time.perf_counter()
     sources, errors = read_sources(list(files))
+    if frozen_spec is not None:
+        _frozen_spec_gate(frozen_spec, sources)
     opts = Options(engine, timeout, rules_dirs, engine_timeout, confirm, not no_violation_sets,
                    print_relations=tuple(print_relations))
     dumps: list = []  # --print-relation: one RelationDump per kernel and relation
