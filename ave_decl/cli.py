@@ -216,9 +216,13 @@ def facts(file: str, out_dir: str) -> None:
 @click.option("--sarif", "sarif_file", type=click.Path(dir_okay=False), help="Write a SARIF 2.1.0 log to FILE.")
 @click.option("--html", "html_dir", type=click.Path(file_okay=False), default=None,
               help="Write a static HTML report, DIR/index.html, with a heatmap per finding (implies --violation-sets).")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-              help="Verdict cache directory (default: $XDG_CACHE_HOME/ave).")
+@click.option("--cache-dir", "--cache", "cache_dir", type=click.Path(file_okay=False), default=None,
+              help="Verdict cache directory (default: $XDG_CACHE_HOME/ave; on Dask: shared with the workers).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@click.option("--scheduler", metavar="ADDRESS", default=None,
+              help="Check on the Dask cluster of this scheduler (tcp://HOST:PORT; docs/auditing-at-scale.md).")
+@click.option("--dask-local", type=click.IntRange(min=1), metavar="N", default=None,
+              help="Check on a Dask LocalCluster of N worker processes started for this audit.")
 @click.option("--baseline", type=click.Path(exists=True, dir_okay=False), help="Known findings: mark as unchanged.")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Write the current findings as a baseline.")
 @click.option("--confirm", is_flag=True, help="Replay counterexamples in the simulator.")
@@ -231,7 +235,7 @@ def facts(file: str, out_dir: str) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Also list proved obligations.")
 def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sarif_file, cache_dir, no_cache,
           baseline, write_baseline, confirm, violation_sets, show_time, quiet, verbose, no_timings=False,
-          html_dir=None) -> None:
+          html_dir=None, scheduler=None, dask_local=None) -> None:
     """Audit every .ave file under PATHS: parallel, cached, one bad file never stops the rest."""
     if show_time and no_timings:
         raise click.UsageError("--time and --no-timings exclude each other")
@@ -248,6 +252,7 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
     opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets or bool(html_dir)),
                         jobs or (os.cpu_count() or 1),
                         file_timeout, None if no_cache else Path(cache_dir) if cache_dir else default_dir())
+    runner = _dask_runner(scheduler, dask_local, jobs, tuple(rules_dirs))  # None: local worker processes
     bars: list = []
     if sys.stdout.isatty() and not quiet:
         from tqdm import tqdm
@@ -255,10 +260,10 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
         def start(total: int) -> None:
             bars.append(tqdm(total=total, unit="file", leave=False))
 
-        report, stats = run_audit(list(paths), opts, progress=lambda n: bars[0].update(n), start=start)
+        report, stats = run_audit(list(paths), opts, progress=lambda n: bars[0].update(n), start=start, runner=runner)
         bars[0].close()
     else:
-        report, stats = run_audit(list(paths), opts)
+        report, stats = run_audit(list(paths), opts, runner=runner)
     if baseline:
         apply_baseline(report, Path(baseline))
         from .pipeline import kernel_verdict
@@ -289,8 +294,21 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
     click.echo(f"audit: {stats.files} file(s), {len(report.kernels)} kernel(s): {s['verified']} verified, "
                f"{s['violation']} violation, {s['unknown']} unknown, {s['error']} error, {s['suppressed']} "
                f"suppressed; {stats.cached} from cache; " + ("" if no_timings else f"{stats.seconds:.2f} s ")
-               + f"({opts.jobs} job(s))")
+               + (f"({opts.jobs} job(s))" if runner is None else f"(Dask: {runner.width} worker thread(s))"))
     sys.exit(report.exit_code)
+
+
+def _dask_runner(scheduler: str | None, workers: int | None, jobs: int | None, rules_dirs: tuple[str, ...]):
+    """The Dask runner of --scheduler/--dask-local, closed with the command; None without them."""
+    if scheduler is None and workers is None:
+        return None
+    if scheduler is not None and workers is not None:
+        raise click.UsageError("--scheduler and --dask-local exclude each other")
+    if jobs is not None:
+        raise click.UsageError("-j counts local worker processes; on Dask the cluster's worker threads do the work")
+    from .audit.distributed import dask_runner
+
+    return click.get_current_context().with_resource(dask_runner(scheduler, workers, rules_dirs))
 
 
 def _atomic_write(path: Path, text: str) -> None:

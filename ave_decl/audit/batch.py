@@ -4,7 +4,8 @@ Files are checked in chunks (one Datalog fixpoint per chunk: batching is ~2x fas
 fixpoint per kernel on the embedded engine, see docs/performance.md), each chunk in a forked
 worker process that is killed at its deadline. A chunk that times out or crashes is retried file
 by file, so one hostile file costs only itself: it ends as UNKNOWN (time limit) or ERROR, and
-every other file still gets its verdict.
+every other file still gets its verdict. The same chunk function and retry policy serve a Dask
+cluster (distributed.py): there each task runs its chunk in a forked child of the worker.
 
 Which files are read, and how the unreadable ones are reported: discover.py. The cache and its
 integrity checks: cache.py.
@@ -19,17 +20,21 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol, Union
 
-from ..lang.errors import ExitCode, UsageError
-from ..pipeline import Options, internal_error, read_sources, run
+from ..lang.errors import AveError, ExitCode, UsageError
+from ..lang.source import MAX_SOURCE_BYTES, SourceFile
+from ..lang.source import read_regular as read_source_bytes
+from ..pipeline import Options, error_report, internal_error, read_sources, run
 from ..report.model import ErrorReport, KernelReport, Report
 from .cache import Cache, key
-from .discover import discover, read_regular, unreadable
+from .discover import discover, unreadable
 
-__all__ = ["AuditOptions", "AuditStats", "audit", "check_files", "discover"]
+__all__ = ["AuditOptions", "AuditStats", "Outcome", "audit", "check_files", "discover", "run_chunk", "settle"]
 
 FileResult = tuple[list[KernelReport], list[ErrorReport]]
+# A file of a chunk: its path, read where the chunk runs, or its path and the bytes this process read
+Item = Union[str, tuple[str, bytes]]
 
 
 @dataclass
@@ -66,9 +71,43 @@ class AuditStats:
     seconds: float = 0.0
 
 
-def check_files(files: list[str], opts: Options) -> dict[str, FileResult]:
+def item_path(item: Item) -> str:
+    return item if isinstance(item, str) else item[0]
+
+
+def load(path: str) -> bytes | FileResult:
+    """The bytes of a kernel file as the checker reads them (the same size limit), or, when it
+    cannot be read, the file's result: the very error the check itself would report."""
+    try:
+        return read_source_bytes(path, MAX_SOURCE_BYTES)
+    except AveError as exc:
+        return [], [error_report(exc, None, path)]
+    except OSError as exc:
+        return [], [unreadable(path, exc.strerror or type(exc).__name__)]
+
+
+def read_items(items: list[Item]) -> tuple[list[SourceFile], list[ErrorReport]]:
+    """The sources of a chunk: paths are read here, shipped bytes decoded (same errors)."""
+    sources: list[SourceFile] = []
+    errors: list[ErrorReport] = []
+    for item in items:
+        if isinstance(item, str):
+            found, failed = read_sources([item])
+            sources.extend(found)
+            errors.extend(failed)
+            continue
+        path, raw = item
+        try:
+            sources.append(SourceFile.decode(path, raw))
+        except AveError as exc:
+            errors.append(error_report(exc, None, path))
+    return sources, errors
+
+
+def check_files(items: list[Item], opts: Options) -> dict[str, FileResult]:
     """One pipeline run (one fixpoint) over several files, split back per file."""
-    sources, errors = read_sources(files)
+    files = [item_path(i) for i in items]
+    sources, errors = read_items(items)
     report = run(sources, opts, errors)
     out: dict[str, FileResult] = {f: ([], []) for f in files}
     for k in report.kernels:
@@ -83,9 +122,9 @@ def check_files(files: list[str], opts: Options) -> dict[str, FileResult]:
     return out
 
 
-def _worker(files: list[str], opts: Options, conn) -> None:
+def _worker(items: list[Item], opts: Options, conn) -> None:
     try:
-        conn.send(("ok", check_files(files, opts)))
+        conn.send(("ok", check_files(items, opts)))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         conn.send(("crash", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -93,53 +132,92 @@ def _worker(files: list[str], opts: Options, conn) -> None:
 
 
 @dataclass
-class _Task:
-    files: list[str]
-    deadline: float
-    proc: mp.Process
-    conn: object
+class Outcome:
+    """How a chunk ended: `ok` with every file's result, or `timeout`/`crash` and why.
+    `stored`: files whose cache entry was already written where the chunk ran (a Dask worker)."""
+
+    status: str
+    results: dict[str, FileResult] = field(default_factory=dict)
+    why: str = ""
+    stored: frozenset[str] = frozenset()
 
 
-def _run_parallel(chunks: list[list[str]], opts: AuditOptions, done: Callable[[dict[str, FileResult]], None],
-                  stats: AuditStats) -> None:
-    # fork is fast, but not safe once JAX (multithreaded) is loaded in this process: then spawn
-    ctx = mp.get_context("spawn" if "jax" in sys.modules else "fork")
+class Chunk:
+    """One chunk checked in a forked child process, killed at its deadline (per-file limit times
+    the number of files). A child cannot hang or crash its parent, so the parent may be the
+    local audit or a Dask task alike."""
+
+    def __init__(self, items: list[Item], opts: AuditOptions):
+        # fork is fast, but not safe once JAX (multithreaded) is loaded in this process: then spawn
+        ctx = mp.get_context("spawn" if "jax" in sys.modules else "fork")
+        self.items = items
+        self.timeout_s = opts.file_timeout_s
+        self.conn, child = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_worker, args=(items, opts.check, child), daemon=True)
+        self.proc.start()
+        child.close()
+        limit = opts.file_timeout_s * len(items) if opts.file_timeout_s > 0 else math.inf  # 0: no limit
+        self.deadline = time.monotonic() + limit
+
+    def poll(self, wait: float = 0.02) -> Outcome | None:
+        """The outcome once the child has answered, died or run out of time (it is then
+        stopped), else None after waiting up to `wait` seconds."""
+        status = None
+        if self.conn.poll(wait):
+            try:
+                status, payload = self.conn.recv()
+            except EOFError:
+                status, payload = "crash", f"worker exited with code {self.proc.exitcode}"
+        elif time.monotonic() > self.deadline:
+            status, payload = "timeout", f"no verdict within {self.timeout_s:g} s per file"
+        elif not self.proc.is_alive() and not self.conn.poll(0):
+            status, payload = "crash", f"worker exited with code {self.proc.exitcode}"
+        if status is None:
+            return None
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+        return Outcome("ok", payload) if status == "ok" else Outcome(status, why=payload)
+
+
+def run_chunk(items: list[Item], opts: AuditOptions) -> Outcome:
+    """One chunk to its outcome, blocking: what a Dask task runs (audit/distributed.py)."""
+    chunk = Chunk(items, opts)
+    while (outcome := chunk.poll(0.05)) is None:
+        pass
+    return outcome
+
+
+Done = Callable[[dict[str, FileResult], frozenset[str]], None]
+
+
+def settle(items: list[Item], outcome: Outcome, resubmit: Callable[[list[list[Item]]], None], done: Done,
+           stats: AuditStats) -> None:
+    """What a finished chunk leads to, wherever it ran: its results; or, when it failed, each of
+    its files again on its own (so one hostile file costs only itself); or, for a single file,
+    its UNKNOWN (time limit) or ERROR."""
+    if outcome.status == "ok":
+        done(outcome.results, outcome.stored)
+    elif len(items) > 1:
+        stats.retried += len(items)
+        resubmit([[i] for i in items])
+    else:
+        path = item_path(items[0])
+        done({path: _failed(path, outcome.status, outcome.why)}, frozenset())
+
+
+def _run_parallel(chunks: list[list[Item]], opts: AuditOptions, done: Done, stats: AuditStats) -> None:
     pending = list(chunks)
-    running: list[_Task] = []
+    running: list[Chunk] = []
     while pending or running:
         while pending and len(running) < max(1, opts.jobs):
-            files = pending.pop(0)
-            parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker, args=(files, opts.check, child), daemon=True)
-            proc.start()
-            child.close()
-            limit = opts.file_timeout_s * len(files) if opts.file_timeout_s > 0 else math.inf  # 0: no limit
-            running.append(_Task(files, time.monotonic() + limit, proc, parent))
-        for task in list(running):
-            status = None
-            if task.conn.poll(0.02):
-                try:
-                    status, payload = task.conn.recv()
-                except EOFError:
-                    status, payload = "crash", f"worker exited with code {task.proc.exitcode}"
-            elif time.monotonic() > task.deadline:
-                status, payload = "timeout", f"no verdict within {opts.file_timeout_s:g} s per file"
-            elif not task.proc.is_alive() and not task.conn.poll(0):
-                status, payload = "crash", f"worker exited with code {task.proc.exitcode}"
-            if status is None:
-                continue
-            running.remove(task)
-            if task.proc.is_alive():
-                task.proc.kill()
-            task.proc.join()
-            task.conn.close()  # type: ignore[attr-defined]
-            if status == "ok":
-                done(payload)
-            elif len(task.files) > 1:  # isolate the bad file: retry one by one
-                stats.retried += len(task.files)
-                pending.extend([f] for f in task.files)
-            else:
-                done({task.files[0]: _failed(task.files[0], status, payload)})
+            running.append(Chunk(pending.pop(0), opts))
+        for chunk in list(running):
+            outcome = chunk.poll()
+            if outcome is not None:
+                running.remove(chunk)
+                settle(chunk.items, outcome, pending.extend, done, stats)
 
 
 def _failed(path: str, status: str, why: str) -> FileResult:
@@ -152,9 +230,25 @@ def _failed(path: str, status: str, why: str) -> FileResult:
     return [], [err]
 
 
+def cacheable(result: FileResult) -> bool:
+    """A result worth caching: not a time limit or a crash, which may not happen next time."""
+    return not any(e.kind in ("timeout", "internal") for e in result[1])
+
+
+class Runner(Protocol):
+    """Where the chunks run instead of local worker processes (audit/distributed.py: Dask)."""
+
+    width: int  # chunks that run at once: the chunks are sized so that each of them has work
+
+    def run(self, chunks: list[list[Item]], opts: AuditOptions, keys: dict[str, str], done: Done,
+            stats: AuditStats) -> None: ...
+
+
 def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] | None = None,
-          start: Callable[[int], None] | None = None) -> tuple[Report, AuditStats]:
-    """`start(total)` is called once the files are known; `progress(n)` as files finish."""
+          start: Callable[[int], None] | None = None, runner: Runner | None = None) -> tuple[Report, AuditStats]:
+    """`start(total)` is called once the files are known; `progress(n)` as files finish. With a
+    `runner`, this process reads every file and the chunks carry the kernel text (a runner's
+    workers need not see this file system); the report is the same either way."""
     opts.validate()  # the fields may have been changed after construction
     started = time.perf_counter()
     files, errors = discover(paths)
@@ -168,18 +262,21 @@ def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] 
                "violation_sets": opts.check.violation_sets}
     results: dict[str, FileResult] = {}
     keys: dict[str, str] = {}
+    texts: dict[str, bytes] = {}
     todo = []
     for f in files:
         hit = None
-        if cache:
-            try:  # never blocks: a FIFO swapped in since discovery is refused, not opened for reading
-                keys[f] = key(read_regular(f), options, opts.check.rules_dirs, f)
-            except OSError as exc:
-                results[f] = ([], [unreadable(f, exc.strerror or type(exc).__name__)])
+        if cache or runner:
+            raw = load(f)  # never blocks: a FIFO swapped in since discovery is refused, not opened for reading
+            if not isinstance(raw, bytes):
+                results[f] = raw
                 if progress:
                     progress(1)
                 continue
-            hit = cache.get(keys[f], f)
+            texts[f] = raw
+            if cache:
+                keys[f] = key(raw, options, opts.check.rules_dirs, f)
+                hit = cache.get(keys[f], f)
         if hit is not None:
             results[f] = hit
             stats.cached += 1
@@ -188,18 +285,23 @@ def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] 
         else:
             todo.append(f)
 
-    def done(batch: dict[str, FileResult]) -> None:
+    def done(batch: dict[str, FileResult], stored: frozenset[str] = frozenset()) -> None:
         for f, res in batch.items():
+            if f in results:
+                continue  # results are keyed by file: a chunk delivered twice is counted once
             results[f] = res
             stats.checked += 1
-            if cache and keys.get(f) and not any(e.kind in ("timeout", "internal") for e in res[1]):
+            if cache and keys.get(f) and f not in stored and cacheable(res):
                 cache.put(keys[f], f, *res)
             if progress:
                 progress(1)
 
-    size = max(1, min(opts.chunk, -(-len(todo) // max(1, opts.jobs))))  # keep every worker busy
-    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
-    if opts.jobs <= 1 and chunks and opts.file_timeout_s <= 0:
+    width = runner.width if runner else opts.jobs
+    size = max(1, min(opts.chunk, -(-len(todo) // max(1, width))))  # keep every worker busy
+    chunks: list[list[Item]] = [todo[i:i + size] for i in range(0, len(todo), size)]
+    if runner:
+        runner.run([[(f, texts[f]) for f in c] for c in chunks], opts, keys, done, stats)
+    elif opts.jobs <= 1 and chunks and opts.file_timeout_s <= 0:
         for c in chunks:
             done(check_files(c, opts.check))
     elif chunks:

@@ -123,16 +123,17 @@ class Cache:
             self.rejected += 1
             return None
 
-    def put(self, k: str, path: str, kernels: list[KernelReport], errors: list[ErrorReport]) -> None:
+    def put(self, k: str, path: str, kernels: list[KernelReport], errors: list[ErrorReport]) -> bool:
+        """Write the entry (atomically); False when it was not written."""
         if not kernels and not errors:
-            return  # would be refused on reading (see parse_entry)
+            return False  # would be refused on reading (see parse_entry)
         payload = {"kernels": [_plain(asdict(x)) for x in kernels], "errors": [_plain(asdict(x)) for x in errors]}
         try:
             entry = {"format": FORMAT, "key": k, "path": path, "sha256": _digest(k, path, payload),
                      "payload": payload}
             text = json.dumps(entry, allow_nan=False)
         except (ValueError, TypeError):
-            return  # a report that is not plain JSON (a non-finite timing) is not cached
+            return False  # a report that is not plain JSON (a non-finite timing) is not cached
         target = self._path(k)
         tmp = None
         try:
@@ -143,8 +144,9 @@ class Cache:
                 fh.write(text)
             os.replace(tmp, target)
             tmp = None
+            return True
         except OSError:
-            pass  # read-only or full cache, or an entry path taken by a directory: run uncached
+            return False  # read-only or full cache, or an entry path taken by a directory: run uncached
         finally:
             if tmp is not None:
                 try:

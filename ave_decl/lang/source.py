@@ -139,7 +139,14 @@ class SourceFile:
 
     @staticmethod
     def read(path: str | Path) -> "SourceFile":
-        raw = read_regular(path, MAX_SOURCE_BYTES)
+        return SourceFile.decode(path, read_regular(path, MAX_SOURCE_BYTES))
+
+    @staticmethod
+    def decode(path: str | Path, raw: bytes) -> "SourceFile":
+        """The file from bytes read elsewhere (an audit's client ships kernel text to Dask
+        workers): the same UTF-8 check, and the same size limit, as reading it here."""
+        if len(raw) > MAX_SOURCE_BYTES:
+            raise _too_large(path, len(raw), MAX_SOURCE_BYTES)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
