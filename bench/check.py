@@ -3,6 +3,8 @@
 Prints milliseconds per phase and the warm/cold ratio; the machine is noisy, so compare ratios
 within one run rather than absolute numbers across runs. Usage: python bench/check.py [--repeat N]
 
+`--cli FILE` times whole `ave check FILE` processes instead (cold start as a shell sees it).
+
 `--against REV` measures a git revision too (extracted with `git worktree` into a temporary
 directory): for each example, fresh processes of both trees alternate, each timing one cold run
 and the median of N warm runs, so a busy machine slows both sides alike; the table gives the
@@ -114,12 +116,51 @@ def against(rev: str, examples: list[Path], repeat: int, rounds: int) -> None:
               f"{sums[2]:8.0f} {sums[3]:8.0f} {sums[2] / sums[3]:6.2f}")
 
 
+def cli_runs(rev: str | None, path: Path, runs: int) -> None:
+    """Wall and CPU seconds of whole `ave check FILE` processes (what an agent loop that shells
+    out pays), median of `runs`; with `rev`, that tree's processes alternate with this one's.
+    Both sides run with bytecode caching on (as an installed package has it) after one warm-up
+    process each, so this tree's build cache (lang/build_cache.py) is filled as a user's is."""
+    import resource
+    from contextlib import nullcontext
+
+    def one(root: Path) -> tuple[float, float]:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPATH"] = str(root)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "ave_decl.cli", "check", str(root / path.relative_to(ROOT))],
+                       cwd=root, env=env, capture_output=True, check=False)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+    if rev:
+        from revision import revision_tree
+    with revision_tree(rev) if rev else nullcontext(None) as tree:
+        sides = {"now": ROOT, **({rev[:8]: tree} if tree else {})}
+        times: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
+        for root in sides.values():
+            one(root)  # warm-up: .pyc files, this tree's build cache
+        for _ in range(runs):
+            for side, root in sides.items():
+                times[side].append(one(root))
+        for side, rows in times.items():
+            wall = statistics.median(w for w, _ in rows)
+            cpu = statistics.median(c for _, c in rows)
+            print(f"ave check {path.name} ({side}): wall {wall:.2f} s, cpu {cpu:.2f} s (median of {runs})")
+        if tree:
+            now, old = (statistics.median(w for w, _ in times[s]) for s in sides)
+            print(f"ratio now / {rev[:8]}: {now / old:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--against", metavar="REV", help="also measure this git revision, alternating processes")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per example with --against")
     ap.add_argument("--only", nargs="+", metavar="STEM", help="these examples only (file stems)")
+    ap.add_argument("--cli", metavar="FILE", help="time whole `ave check FILE` processes (with --against: both trees)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-runs", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -133,6 +174,9 @@ def main() -> None:
     examples = sorted((ROOT / "examples").glob("*.ave"))
     if args.only:
         examples = [p for p in examples if p.stem in args.only]
+    if args.cli:
+        cli_runs(args.against, Path(args.cli).resolve(), max(args.repeat, 1))
+        return
     if args.against:
         against(args.against, examples, args.repeat, args.rounds)
         return

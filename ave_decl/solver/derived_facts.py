@@ -23,6 +23,7 @@ from ..facts.kernel_facts import KernelFacts
 from ..facts.view import KernelView
 from ..hw.expr import evaluate, symbols
 from .budgets import DERIVED_FACT_RLIMIT, DERIVED_FACT_WALL_MS
+from .lane_split import lane_separable
 from .smt import Encoder, Instance
 
 
@@ -233,7 +234,7 @@ def _strides_by_enumeration(enc: Encoder, acc, runs: list[int]) -> tuple | None:
             return None  # an index-tensor read: Z3 decides, with the table's value ranges
         elif not name.startswith("tid:"):
             shared[name] = 0
-    if shared and not all(_lane_separable(view.kf.table, c, set(shared)) for c in acc.coords):
+    if shared and not all(lane_separable(view.kf.table, c, set(shared)) for c in acc.coords):
         return None
     if any(a.size == 0 for _, a in axes) or np.prod([a.size for _, a in axes]) > 4096:
         return None  # an empty loop: Z3 finds that no pair executes the access
@@ -245,7 +246,7 @@ def _strides_by_enumeration(enc: Encoder, acc, runs: list[int]) -> tuple | None:
         env[f"tid:{d}"] = rest % extent
         rest = rest // extent
     shape = env["tid:0"].shape
-    env.update(shared)  # only in added terms (_lane_separable): they cancel in a lane difference
+    env.update(shared)  # only in added terms (lane_separable): they cancel in a lane difference
     diffs = [np.diff(np.broadcast_to(np.asarray(evaluate(view.kf.table, c, env), dtype=np.int64), shape), axis=1)
              for c in acc.coords]
     lane = threads[:-1]
@@ -255,23 +256,6 @@ def _strides_by_enumeration(enc: Encoder, acc, runs: list[int]) -> tuple | None:
         if all(p.size and (p == p.flat[0]).all() for p in picked):
             return run, [int(p.flat[0]) for p in picked]
     return ()
-
-
-def _lane_separable(table, eid: int, shared: set[str]) -> bool:
-    """Whether the symbols in `shared` (equal for both lanes of a pair) occur in `eid` only in
-    terms that are added or subtracted, possibly scaled by a constant: then their contribution
-    cancels in the difference of the two lanes' values, whatever its value. (`bm + i // 8` is;
-    `(bm + i) // 8` is not: which side of a multiple of 8 `i` lands on depends on `bm`.)"""
-    mentions = symbols(table, eid) & shared
-    if not mentions or not symbols(table, eid) - shared:
-        return True  # no shared symbol, or no lane-dependent one: nothing to separate
-    n = table.nodes[eid]
-    if n.op in ("add", "sub", "neg"):
-        return all(_lane_separable(table, a, shared) for a in n.args)
-    if n.op == "mul":
-        consts = [a for a in n.args if table.nodes[a].op == "const"]
-        return len(consts) == 1 and all(_lane_separable(table, a, shared) for a in n.args if a not in consts)
-    return False
 
 
 def _strides_by_z3(enc: Encoder, base: list[z3.BoolRef], acc, runs: list[int]) -> tuple[int, list[int]] | None:

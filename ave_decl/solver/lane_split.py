@@ -1,0 +1,176 @@
+"""Index expressions split into a part every lane of a block shares and a per-lane part, so that
+questions about them are decided by enumerating lanes instead of asking Z3 (issue 16).
+
+A coordinate such as `bm + wm + 4 * (lane // 16) + r` (with `bm = block_id(0) * 64`) adds a
+*shared* part (block ids, sizes, variables of loops with symbolic bounds) to a *lane* part (thread
+ids, variables of loops with constant bounds): `e(s, l) = A(s) + B(l)` exactly, where
+`A(s) = e(s, 0) - e(0, 0)` and `B(l) = e(0, l)`, when the shared symbols occur only in terms that
+are added, subtracted or scaled by constants (`lane_separable`). The lane part ranges over a finite
+domain that numpy enumerates; the shared part is a sum of coefficients times terms.
+
+Used for the per-lane strides of global accesses (derived_facts.py) and for `write_once`, the
+output-coverage question "can two store instances write one element?" (`write_once_proved`).
+"""
+from __future__ import annotations
+
+from math import gcd, prod
+
+import numpy as np
+
+from ..facts.view import KernelView
+from ..hw.expr import ExprTable, evaluate, symbols
+from .smt import Encoder
+
+MAX_LANE_POINTS = 1 << 20  # threads x constant-loop points enumerated per store
+
+
+def lane_separable(table: ExprTable, eid: int, shared: set[str]) -> bool:
+    """Whether the symbols in `shared` (equal for both lanes of a pair) occur in `eid` only in
+    terms that are added or subtracted, possibly scaled by a constant: then their contribution
+    cancels in the difference of the two lanes' values, whatever its value. (`bm + i // 8` is;
+    `(bm + i) // 8` is not: which side of a multiple of 8 `i` lands on depends on `bm`.)"""
+    names = symbols(table, eid)
+    if not names & shared or not names - shared:
+        return True  # no shared symbol, or no lane-dependent one: nothing to separate
+    n = table.nodes[eid]
+    if n.op in ("add", "sub", "neg"):
+        return all(lane_separable(table, a, shared) for a in n.args)
+    if n.op == "mul":
+        consts = [a for a in n.args if table.nodes[a].op == "const"]
+        return len(consts) == 1 and all(lane_separable(table, a, shared) for a in n.args if a not in consts)
+    return False
+
+
+def shared_terms(table: ExprTable, eid: int, shared: set[str]) -> list[tuple[int, int]] | None:
+    """The shared part of a separable expression as (coefficient, term) pairs, linear through
+    `+ - *const` down to symbols or shared-only non-linear terms (`M // 64`); lane-only terms and
+    constants are left out. None if the expression is not separable."""
+    names = symbols(table, eid)
+    if not names & shared:
+        return []
+    n = table.nodes[eid]
+    if n.op in ("add", "sub", "neg"):
+        parts = [shared_terms(table, a, shared) for a in n.args]
+        if any(p is None for p in parts):
+            return None
+        signs = (-1,) if n.op == "neg" else (1, -1) if n.op == "sub" else (1, 1)
+        return [(s * c, t) for s, p in zip(signs, parts) for c, t in p]  # type: ignore[union-attr]
+    consts = [a for a in n.args if table.nodes[a].op == "const"] if n.op == "mul" else []
+    if len(consts) == 1:
+        inner = shared_terms(table, next(a for a in n.args if a not in consts), shared)
+        factor = table.nodes[consts[0]].value
+        return None if inner is None else [(c * factor, t) for c, t in inner]
+    return None if names - shared else [(1, eid)]
+
+
+def _lane_axes(enc: Encoder, stmt: int) -> tuple[dict[str, np.ndarray], set[str]] | None:
+    """Every (thread, constant-loop point) that may execute `stmt`, as flat arrays per symbol,
+    and the names of its symbolic loops (shared between lanes). None when too many points."""
+    view = enc.view
+    axes: list[tuple[str, np.ndarray]] = []
+    symbolic: set[str] = set()
+    for h in view.enclosing_loops(stmt):
+        info = view.loops[h]
+        lo, hi, step = (enc.nodes[e] for e in (info.lo, info.hi, info.step))
+        if lo.op == "const" and hi.op == "const" and step.op == "const" and step.value > 0:
+            if len(range(lo.value, hi.value, step.value)) > MAX_LANE_POINTS:
+                return None
+            axes.append((f"loop:{h}", np.arange(lo.value, hi.value, step.value, dtype=np.int64)))
+        else:
+            symbolic.add(f"loop:{h}")
+    threads = np.arange(enc.block_size(), dtype=np.int64)
+    if prod(a.size for _, a in axes) * threads.size > MAX_LANE_POINTS:
+        return None
+    grids = np.meshgrid(*[a for _, a in axes], threads, indexing="ij")
+    env = {name: g.reshape(-1) for (name, _), g in zip(axes, grids)}
+    rest = grids[-1].reshape(-1)
+    for d, extent in enumerate(enc.block_dims()):
+        env[f"tid:{d}"] = rest % extent
+        rest = rest // extent
+    return env, symbolic
+
+
+def write_once_proved(enc: Encoder, a1: int, a2: int) -> bool:
+    """True when no two distinct instances of the stores `a1` and `a2` (the same store when equal)
+    can write one element, decided without Z3; False when undecided (Z3 then decides, and finds
+    the counterexample of a real collision).
+
+    For each coordinate d, e_d = A_d(s) + B_d(l). The shared parts of two instances differ by
+    sum_i c_i * (k_i - k_i'), a multiple of g_d = gcd(c_i), over the keys k_i that name an
+    instance (block ids of grid dimensions wider than 1, variables of symbolic loops); terms of
+    sizes alone must be the same in both stores and cancel (both instances see the same sizes).
+    When every lane value B_d of both stores lies in a window narrower than g_d, a collision
+    needs B_d(l) == B_d(l') in every coordinate. Then: two stores whose lane images are disjoint
+    never collide; one store collides with itself only if its lane map is not injective over
+    (thread, constant loops), or if two distinct keys give one shared part (the key
+    coefficients' matrix has a nontrivial kernel). Guards only remove instances: a proof over
+    all of them covers the guarded ones."""
+    view: KernelView = enc.view
+    table = view.kf.table
+    stores = [view.accesses[a1], view.accesses[a2]]
+    dims = len(stores[0].coords)
+    if any(s.kind != "store" for s in stores) or len(stores[1].coords) != dims:
+        return False
+    grid_keys = {f"bid:{d}" for d, (grid, _b) in enumerate(view.launch)
+                 if not (enc.nodes[grid].op == "const" and enc.nodes[grid].value == 1)}
+    images: list[np.ndarray] = []
+    key_rows: list[list[tuple[str, int]]] = [[] for _ in range(dims)]
+    fixed_terms: list[list[list[tuple[int, int]]]] = []  # per store, per coordinate: terms of sizes alone
+    lows, highs = [0] * dims, [0] * dims
+    keys: set[str] = set()
+    for acc in stores:
+        domain = _lane_axes(enc, acc.stmt)
+        if domain is None:
+            return False
+        env, symbolic = domain
+        keys = grid_keys | symbolic
+        points = next(iter(env.values())).shape[0]
+        if points == 0:
+            return False  # never runs: Z3 says so with the loop bounds
+        values, fixed = [], []
+        for d, c in enumerate(acc.coords):
+            names = symbols(table, c)
+            shared = {n for n in names if n in keys or n.startswith(("size:", "bid:"))}
+            if names - shared - set(env):
+                return False  # an index-tensor read, or a name no lane or key binds
+            terms = shared_terms(table, c, shared)
+            if terms is None:
+                return False
+            fixed.append(sorted((coef, t) for coef, t in terms if table.nodes[t].name not in keys
+                                or table.nodes[t].op != "sym"))
+            for coef, t in terms:
+                node = table.nodes[t]
+                if node.op == "sym" and node.name in keys:
+                    key_rows[d].append((node.name, coef))
+                elif symbols(table, t) & keys:
+                    return False  # a key inside a larger term: not a plain linear shared part
+            lane = evaluate(table, c, {**env, **{n: 0 for n in shared}})
+            b = np.broadcast_to(np.asarray(lane, dtype=np.int64), (points,))
+            values.append(b)
+            lo, hi = int(b.min()), int(b.max())
+            lows[d], highs[d] = (lo, hi) if not images else (min(lows[d], lo), max(highs[d], hi))
+        images.append(np.stack(values, axis=1))
+        fixed_terms.append(fixed)
+    if fixed_terms[0] != fixed_terms[1]:
+        return False  # different size-only offsets: they do not cancel
+    for d, row in enumerate(key_rows):
+        step = 0
+        for _name, coef in row:
+            step = gcd(step, abs(coef))
+        if step and highs[d] - lows[d] >= step:
+            return False  # lane parts may reach into another block's (or iteration's) range
+    if a1 != a2:
+        first, second = (np.unique(x, axis=0) for x in images)
+        return np.unique(np.concatenate([first, second]), axis=0).shape[0] == first.shape[0] + second.shape[0]
+    if np.unique(images[0], axis=0).shape[0] != images[0].shape[0]:
+        return False  # two lanes (or constant-loop points) of one block write one element
+    columns = sorted({name for row in key_rows for name, _ in row})
+    if set(columns) != keys:
+        return False  # a key the coordinates do not name: instances differing only there collide
+    if not columns:
+        return True
+    matrix = np.zeros((dims, len(columns)), dtype=np.float64)
+    for d, row in enumerate(key_rows):
+        for name, coef in row:
+            matrix[d, columns.index(name)] += coef
+    return int(np.linalg.matrix_rank(matrix)) == len(columns)
