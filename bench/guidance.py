@@ -1,0 +1,400 @@
+"""The guidance experiment (issue 15): does telling a repair agent *where* a kernel went wrong
+(Ave's invariant, counterexample and chain) fix it with fewer evaluations than telling it *that*
+the result is wrong?
+
+Corpus: every output-changing mutant of every workload (`ave_decl.testing.mutate` on the files
+bench/mutants.py uses; output-changing: the simulator's output differs from the reference at
+the first sizes) plus the broken catalogue transformations (`ave_decl.transform.catalogue.
+MUTATIONS`) where they change a workload's output. Per bug and feedback mode
+(`ave_planner.agent.MODES`), the agent repairs the bug within a fixed budget of evaluations;
+every `check` and every simulator run counts as one (the bug's own evaluation and the invariant
+modes' check-first pre-screen included). A fix is accepted when it is VERIFIED and its output
+matches the reference at two sizes (bench/mutants.py's sizes and the smallest the workload
+admits); a candidate that changes the frozen spec is rejected before evaluation and counted.
+Also: where the fixing edit lies relative to the first counterexample (chain, use site,
+elsewhere), and the invariant ablation (only the paper's invariant kinds vs the full library).
+
+    python bench/guidance.py [--budget N] [--jobs N] [--json FILE] [--markdown FILE] [--fast]
+                             [--only WORKLOAD...] [--limit N] [--agent search|llm] [--model M]
+
+`--fast` (tests/test_guidance.py, `make test`): two bugs of one workload, budget 4. Figures:
+docs/agent-guidance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from ave_decl.lang import printer  # noqa: E402
+from ave_decl.lang.parser import parse_text  # noqa: E402
+from ave_decl.lang.source import SourceFile  # noqa: E402
+from ave_planner.agent import MODES  # noqa: E402
+from ave_planner.evaluate import CallCache, Evaluator  # noqa: E402
+from ave_planner.feedback import chain_lines  # noqa: E402
+from ave_planner.repair import repair  # noqa: E402
+
+BUDGET = 40
+PAPER_INVARIANTS = ("ave/tag-assert", "ave/mma-k-pairing")  # explicit tag assertions + instruction pairing
+FAMILIES = ("GEMM", "attention", "MoE", "NVIDIA", "other")
+FAST = ("gemm_lds_mfma", ("transpose_shared_read", "swap_lane_value"), 4)
+
+
+@dataclass
+class Bug:
+    id: str
+    workload: str
+    family: str
+    source: str  # mutant | catalogue
+    operator: str
+    text: str  # canonical text (printed AST): every mode starts from the same kernel
+    sizes_a: dict
+    sizes_b: dict
+
+
+def family(path: Path, text: str) -> str:
+    if "ave.nvidia" in text:
+        return "NVIDIA"
+    if "attention" in path.stem:
+        return "attention"
+    if "moe" in path.stem:
+        return "MoE"
+    return "GEMM" if "gemm" in path.stem or "mfma" in text else "other"
+
+
+def simulate(text: str, sizes: dict, seed: int = 0) -> dict:
+    """One simulator run compared with the reference: the reference-run call of the experiment
+    (for `diff`: also the first differing output elements)."""
+    from ave_decl.sim.run import simulate_source
+
+    try:
+        (_, r), = simulate_source(SourceFile("candidate.ave", text), sizes, shadow=False, seed=seed)
+    except Exception as exc:  # noqa: BLE001 - a candidate the simulator cannot run is a failed run
+        return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    ref = r.reference
+    if ref is None:
+        return {"ok": False, "error": "no reference"}
+    out = {"ok": bool(ref.get("ok")), "error": ref.get("why"),
+           **{k: ref.get(k) for k in ("max_abs", "rel", "mismatched", "elements", "worst_index")}}
+    if not out["ok"] and ref.get("output") in r.outputs and "mismatched" in ref:
+        out["differing"] = _differing(text, r, ref)
+    return out
+
+
+def _differing(text: str, r, ref: dict, at_most: int = 8) -> list[list[int]]:
+    import numpy as np
+
+    from ave_decl.sim.reference import evaluate_reference, reference_of
+
+    k = parse_text(text, "candidate.ave").kernels[0]
+    want = evaluate_reference(reference_of(k), r.inputs, r.sizes)
+    got = r.outputs[ref["output"]].astype(np.float64)
+    if got.shape != want.shape:
+        return []
+    scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
+    with np.errstate(all="ignore"):
+        bad = np.argwhere(~(np.abs(got - want) <= ref["tol"] * scale))
+    return [[int(i) for i in row] for row in bad[:at_most]]
+
+
+def _sizes(path: Path, text: str) -> tuple[dict, dict]:
+    import mutants as MB
+
+    from ave_decl.solver.sizes import complete_sizes
+
+    a = MB.WORKLOAD_SIZES.get(path.stem, MB.SIZES)
+    b = complete_sizes(SourceFile(str(path), text), {})[0].sizes
+    if b == {k: v for k, v in a.items() if k in b}:
+        b = {k: 2 * v for k, v in b.items()}
+    return a, b
+
+
+def corpus(fast: bool, only: list[str] | None, seed: int) -> tuple[list[Bug], dict]:
+    """The output-changing bugs, and how many candidates were dropped and why."""
+    import mutants as MB
+
+    from ave_decl.testing.mutate import mutants
+    from ave_decl.transform.catalogue import MUTATIONS
+
+    bugs, dropped = [], {"output unchanged": 0, "not simulated": 0}
+    for wl in MB.workloads(False, [FAST[0]] if fast else only):
+        text = wl.read_text()
+        a, b = _sizes(wl, text)
+        made = [(m.operator, f"{m.operator}@{m.line}", m.text, "mutant")
+                for m in mutants(text, list(FAST[1]) if fast else None, first_only=False)]
+        if not fast:
+            module = parse_text(text, str(wl))
+            for name, fn in MUTATIONS.items():
+                changed = fn(module)
+                if changed != module:
+                    made.append((name, name, printer.module(changed), "catalogue"))
+        for operator, tag, bug_text, source in made:
+            try:
+                canonical = printer.module(parse_text(bug_text, "bug.ave"))
+            except Exception:  # noqa: BLE001 - a bug that does not print back is not a repair task
+                dropped["not simulated"] += 1
+                continue
+            truth = simulate(canonical, a, seed)
+            if truth.get("error") and "mismatched" not in truth:
+                dropped["not simulated"] += 1
+                continue
+            if truth["ok"]:
+                dropped["output unchanged"] += 1
+                continue
+            bugs.append(Bug(f"{wl.stem}~{tag}", wl.stem, family(wl, text), source, operator, canonical, a, b))
+    if fast:  # the first bug of each of the two operators
+        bugs = [next(b for b in bugs if b.operator == op) for op in FAST[1]]
+    return _round_robin(bugs), dropped
+
+
+def _round_robin(bugs: list[Bug]) -> list[Bug]:
+    """Workloads interleaved (first bug of each, then the second, ...): the first N bugs of a run
+    cut short are a spread over the workloads, not the first workloads only."""
+    by: dict[str, list[Bug]] = {}
+    for b in bugs:
+        by.setdefault(b.workload, []).append(b)
+    out, i = [], 0
+    while len(out) < len(bugs):
+        out += [q[i] for q in by.values() if i < len(q)]
+        i += 1
+    return out
+
+
+def changed_lines(before: str, after: str) -> list[int]:
+    """The 1-based lines of `before` an edit touched (an insertion: the line it goes before)."""
+    out: list[int] = []
+    sm = difflib.SequenceMatcher(a=before.split("\n"), b=after.split("\n"), autojunk=False)
+    for tag, i1, i2, _, _ in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        out += list(range(i1 + 1, i2 + 1)) if i2 > i1 else [i1 + 1]
+    return out
+
+
+def where(finding: dict | None, lines: list[int]) -> str:
+    """Does the fix lie at the first finding's use site, on its chain, or elsewhere?"""
+    if not finding:
+        return "no counterexample"
+    use = (finding.get("location") or {}).get("line")
+    if use in lines:
+        return "use site"
+    if set(lines) & set(chain_lines(finding)):
+        return "chain"
+    return "elsewhere"
+
+
+def ablation(check: dict) -> dict:
+    """The bug's verdict with the full library and with only the paper's invariant kinds (the
+    failing findings of one check, filtered: every invariant's obligations are solved alone)."""
+    full = check["verdict"]
+    if full == "ERROR":
+        return {"full": full, "paper": full}
+    mine = [f for f in check["findings"] if f["invariant"] in PAPER_INVARIANTS]
+    paper = ("VIOLATION" if any(f["verdict"] == "VIOLATION" for f in mine)
+             else "UNKNOWN" if mine else "VERIFIED")
+    return {"full": full, "paper": paper}
+
+
+def make_agent(kind: str, model: str | None):
+    if kind == "llm":
+        from ave_planner.llm_agent import LLMAgent
+
+        return LLMAgent(model=model)
+    from ave_planner.search_agent import SearchAgent
+
+    return SearchAgent()
+
+
+def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int) -> dict:
+    """Every mode on one bug (their calls answered once from a shared cache, each still counted)."""
+    from ave_planner.evaluate import check_summary
+
+    cache = CallCache()
+    run = (lambda text, sizes: simulate(text, sizes, seed))
+    first = cache.get(("check", bug.text), lambda: check_summary(bug.text))[0]
+    finding = first["findings"][0] if first["findings"] else None
+    rec = {"bug": bug.id, "workload": bug.workload, "family": bug.family, "source": bug.source,
+           "operator": bug.operator, "verdict": first["verdict"], "ablation": ablation(first),
+           "first_finding": None if finding is None else {
+               "invariant": finding["invariant"], "line": (finding.get("location") or {}).get("line"),
+               "chain_lines": chain_lines(finding)}, "modes": {}}
+    for mode in MODES:
+        ev = Evaluator(bug.sizes_a, bug.sizes_b, budget, run, cache, device="mi300x")
+        res = repair(bug.text, make_agent(agent, model), mode, ev)
+        out = res.to_json(steps=False)
+        out.pop("fix")
+        if res.fixed:
+            lines = changed_lines(bug.text, res.fix)
+            out["fix_lines"] = lines
+            out["fix_where"] = where(finding, lines)
+            out["fix_diff"] = "\n".join(difflib.unified_diff(bug.text.split("\n"), res.fix.split("\n"), lineterm="", n=0))
+        out["trajectory"] = [{"edit": asdict(s.edit) if s.edit else None, "outcome": s.outcome, "calls": s.calls,
+                              "counted": s.counted} for s in res.steps]
+        rec["modes"][mode] = out
+    return rec
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def summarize(records: list[dict], budget: int) -> dict:
+    def block(recs: list[dict]) -> dict:
+        out = {}
+        for mode in MODES:
+            rs = [r["modes"][mode] for r in recs]
+            evals = [x["evaluations"] if x["fixed"] else budget + 1 for x in rs]  # unfixed: past the budget
+            fixed = [x for x in rs if x["fixed"]]
+            out[mode] = {"bugs": len(rs), "fixed": len(fixed),
+                         # median_high: with an even count, never the mean of a fixed and an unfixed bug
+                         "median_evaluations": statistics.median_high(evals) if evals else None,
+                         "p90_evaluations": _pct(evals, 0.9) if evals else None,
+                         "median_evaluations_fixed": statistics.median([x["evaluations"] for x in fixed]) if fixed else None,
+                         "median_seconds": statistics.median([x["seconds"] for x in rs]) if rs else None,
+                         "guard_rejected": sum(x["rejected"] for x in rs),
+                         "candidates": sum(x["candidates"] for x in rs)}
+        return out
+
+    fams = {f: block([r for r in records if r["family"] == f]) for f in FAMILIES
+            if any(r["family"] == f for r in records)}
+    places: dict[str, dict[str, int]] = {}
+    for r in records:
+        inv = (r["first_finding"] or {}).get("invariant", "(none)")
+        for m in r["modes"].values():
+            if m["fixed"]:
+                places.setdefault(inv, {}).setdefault(m["fix_where"], 0)
+                places[inv][m["fix_where"]] += 1
+    paper_verified = [r["bug"] for r in records if r["ablation"]["paper"] == "VERIFIED"]
+    full_verified = [r["bug"] for r in records if r["ablation"]["full"] == "VERIFIED"]
+    return {"bugs": len(records), "budget": budget, "overall": block(records), "families": fams,
+            "fix_location": places,
+            "ablation": {"output_changing": len(records), "verified_full_library": len(full_verified),
+                         "verified_paper_invariants_only": len(paper_verified),
+                         "full_library_let_through": full_verified, "paper_only_let_through": paper_verified}}
+
+
+def _ev(v, budget: int) -> str:
+    if v is None:
+        return "-"
+    return f">{budget}" if v > budget else f"{v:g}"
+
+
+def table(summary: dict) -> str:
+    b = summary["budget"]
+    head = ["| mode | fixed | median evaluations | p90 evaluations | median evaluations (fixed) | median seconds "
+            "| guard rejects |", "| --- | --- | --- | --- | --- | --- | --- |"]
+
+    def rows(block: dict) -> list[str]:
+        return [f"| {m} | {x['fixed']}/{x['bugs']} | {_ev(x['median_evaluations'], b)} | "
+                f"{_ev(x['p90_evaluations'], b)} | {_ev(x['median_evaluations_fixed'], b)} | "
+                f"{x['median_seconds']:.1f} | {x['guard_rejected']} |" for m, x in block.items()]
+
+    out = [f"Overall ({summary['bugs']} bugs, budget {b} evaluations; unfixed counts as >{b}):", ""] + head
+    out += rows(summary["overall"])
+    for fam, block in summary["families"].items():
+        out += ["", f"{fam} ({next(iter(block.values()))['bugs']} bugs):", ""] + head + rows(block)
+    out += ["", "Where the accepted fix lies (per fixed bug and mode), by the first finding's invariant:", "",
+            "| invariant | use site | chain | elsewhere |", "| --- | --- | --- | --- |"]
+    for inv, counts in sorted(summary["fix_location"].items()):
+        out.append(f"| {inv} | {counts.get('use site', 0)} | {counts.get('chain', 0)} | {counts.get('elsewhere', 0)} |")
+    a = summary["ablation"]
+    out += ["", "Invariant ablation (output-changing bugs let through as VERIFIED):", "",
+            "| invariants | VERIFIED (missed) | of |", "| --- | --- | --- |",
+            f"| paper's kinds only ({', '.join(PAPER_INVARIANTS)}) | {a['verified_paper_invariants_only']} | "
+            f"{a['output_changing']} |",
+            f"| full library | {a['verified_full_library']} | {a['output_changing']} |"]
+    return "\n".join(out)
+
+
+def _one(args: tuple) -> dict:
+    return run_bug(*args)
+
+
+def run(fast: bool = False, budget: int = BUDGET, jobs: int = 1, only: list[str] | None = None,
+        limit: int | None = None, agent: str = "search", model: str | None = None, seed: int = 0,
+        progress=None) -> dict:
+    t0 = time.perf_counter()
+    budget = FAST[2] if fast else budget
+    bugs, dropped = corpus(fast, only, seed)
+    if limit:
+        bugs = bugs[:limit]
+    work = [(b, budget, agent, model, seed) for b in bugs]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            records = []
+            for rec in pool.map(_one, work):
+                records.append(rec)
+                if progress:
+                    progress(rec)
+    else:
+        records = []
+        for w in work:
+            records.append(_one(w))
+            if progress:
+                progress(records[-1])
+    return {"summary": summarize(records, budget), "dropped": dropped, "agent": agent, "model": model,
+            "seed": seed, "wall_s": time.perf_counter() - t0, "jobs": jobs, "records": records}
+
+
+def _line(rec: dict, records_file: str | None = None) -> None:
+    if records_file:
+        with open(records_file, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+    cells = " ".join(f"{m}={'%d' % x['evaluations'] if x['fixed'] else '-'}" for m, x in rec["modes"].items())
+    print(f"{rec['bug']:50} {cells}", file=sys.stderr, flush=True)
+
+
+def _write(path: str, text: str) -> None:
+    tmp = Path(path + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--budget", type=int, default=BUDGET, help="evaluations per bug and mode")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (bugs in parallel)")
+    ap.add_argument("--json", metavar="FILE", help="write the summary and every bug's record as JSON")
+    ap.add_argument("--markdown", metavar="FILE", help="write the tables as Markdown")
+    ap.add_argument("--fast", action="store_true", help="two bugs, budget 4 (the make-test slice)")
+    ap.add_argument("--only", nargs="+", metavar="WORKLOAD", help="these workloads only (file stems)")
+    ap.add_argument("--limit", type=int, help="the first N bugs of the corpus only")
+    ap.add_argument("--agent", choices=("search", "llm"), default="search")
+    ap.add_argument("--model", default=None, help="the LLM agent's model (AVE_LLM_BASE_URL: its endpoint)")
+    ap.add_argument("--seed", type=int, default=0, help="the simulator's input seed (and the LLM's)")
+    ap.add_argument("--records", metavar="FILE", help="append each bug's record to FILE (JSONL) as it finishes")
+    ap.add_argument("--summarize", metavar="FILE", help="no run: the tables of the records in FILE (JSONL)")
+    args = ap.parse_args()
+    if args.budget < 2:
+        ap.error("--budget must be at least 2")
+    if args.summarize:
+        records = [json.loads(x) for x in Path(args.summarize).read_text().splitlines() if x.strip()]
+        print(table(summarize(records, args.budget)))
+        return 0
+    result = run(args.fast, args.budget, args.jobs, args.only, args.limit, args.agent, args.model, args.seed,
+                 lambda rec: _line(rec, args.records))
+    text = table(result["summary"])
+    if args.json:
+        _write(args.json, json.dumps(result, indent=1))
+    if args.markdown:
+        _write(args.markdown, text + "\n")
+    print(text)
+    print(f"\n{result['summary']['bugs']} bugs, {result['wall_s']:.0f} s wall with {args.jobs} job(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
