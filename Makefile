@@ -14,7 +14,7 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml backends/nvptx/setup.cfg backen
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	$(BIN)/python -m pip install --quiet -e 'backends/nvptx[toolchain,cuda]'
 	$(BIN)/python -m pip install --quiet -e 'backends/amdgpu'
-	$(BIN)/python -m pip install --quiet -e 'planner'
+	$(BIN)/python -m pip install --quiet -e 'planner[llm]'
 	touch $(STAMP)
 
 install: $(STAMP)

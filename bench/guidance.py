@@ -207,11 +207,11 @@ def ablation(check: dict) -> dict:
     return {"full": full, "paper": paper}
 
 
-def make_agent(kind: str, model: str | None):
+def make_agent(kind: str, model: str | None, seed: int = 0):
     if kind == "llm":
         from ave_planner.llm_agent import LLMAgent
 
-        return LLMAgent(model=model)
+        return LLMAgent(model=model, seed=seed)
     from ave_planner.search_agent import SearchAgent
 
     return SearchAgent()
@@ -232,7 +232,7 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int) -> 
                "chain_lines": chain_lines(finding)}, "modes": {}}
     for mode in MODES:
         ev = Evaluator(bug.sizes_a, bug.sizes_b, budget, run, cache, device="mi300x")
-        res = repair(bug.text, make_agent(agent, model), mode, ev)
+        res = repair(bug.text, make_agent(agent, model, seed), mode, ev)
         out = res.to_json(steps=False)
         out.pop("fix")
         if res.fixed:
