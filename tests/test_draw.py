@@ -3,14 +3,17 @@ violating cells of a heatmap equal to the set `ave check --json` reports, one-li
 escaped untrusted text, byte-identical output for the same input."""
 from __future__ import annotations
 
+import os
 import random
+import stat
 import xml.etree.ElementTree as ET
 from itertools import product
 
 import pytest
 from conftest import EXAMPLES, ONE_WAVE
 
-from ave_decl.draw.finding_picture import numbered_findings, violating_points
+from ave_decl.draw.finding_picture import finding_canvas, numbered_findings, violating_points
+from ave_decl.draw.svg import Canvas
 from ave_decl.hw.instructions import INSTRUCTIONS
 from ave_decl.lang.operand_maps import slot_maps
 from ave_decl.report.model import kernel_from_json
@@ -27,14 +30,24 @@ def cells(svg_text: str, kind: str = "") -> list[dict[str, str]]:
             if "cell" in r.get("class", "").split() and (not kind or kind in r.get("class", "").split())]
 
 
+_CHECKED: dict[str, dict] = {}
+
+
+def checked(ave, example: str) -> dict:
+    """`ave check --json` of an example (once per test process: two tests compare against it)."""
+    if example not in _CHECKED:
+        _CHECKED[example] = ave("check", "--json", "--no-timings", EXAMPLES / example).json()
+    return _CHECKED[example]
+
+
 @pytest.mark.parametrize("example, number", [("gemm_lds_mfma_transposed.ave", 1),  # (lane, value)
-                                             ("pipelines/gemm_pipelined3_wait2.ave", 2),  # (thread)
+                                             ("tails/gemm_tail_unmasked_store.ave", 1),  # (thread), bit cubes
                                              ("helpers/gemm_helpers_b_offset.ave", 1)])  # (thread, value)
 def test_heatmap_violating_cells_are_the_reported_set(ave, tmp_path, example, number):
     out = tmp_path / "x.svg"
     r = ave("draw", "finding", EXAMPLES / example, "--finding", number, "-o", out)
     assert r.code == 0, r.err
-    report = ave("check", "--json", "--no-timings", EXAMPLES / example).json()
+    report = checked(ave, example)
     _, _, f = numbered_findings([kernel_from_json(k) for k in report["kernels"]])[number - 1]
     vs, c = f.violation_set, f.counterexample
     assert vs is not None and vs["complete"]
@@ -115,6 +128,8 @@ def test_operand_grids_hold_every_element_once(ave, name):
     (["layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "As", "-o", "/nonexistent/dir/x.svg"],
      "no directory /nonexistent/dir"),
     (["operands", "mfma_f32_32x32x8_bf16", "--format", "png"], "give -o FILE.png"),
+    (["operands", "mfma_f32_32x32x8_bf16", "-o", "/proc/ave-x.svg"], "cannot write /proc/ave-x.svg"),
+    (["operands", "mfma_f32_32x32x8_bf16", "-o", "/nonexistent-dir/"], "give a file name"),
 ])
 def test_bad_input_is_one_line_and_exit_2(ave, args, message):
     r = ave("draw", *args)
@@ -132,10 +147,11 @@ def test_front_end_error_is_located_and_exit_3(ave, tmp_path):
 
 
 def hostile_copy(tmp_path):
-    """The violating example under a hostile file name, with a hostile comment on the MFMA line."""
+    """The violating example under a hostile file name, with a hostile comment on the MFMA line
+    (markup, and control characters XML cannot hold even escaped)."""
     text = (EXAMPLES / "gemm_lds_mfma_transposed.ave").read_text()
     text = text.replace("acc = mfma_f32_32x32x8_bf16(a, b, acc)",
-                        "acc = mfma_f32_32x32x8_bf16(a, b, acc)  # <script>alert('x')</script> & \"q\"")
+                        "acc = mfma_f32_32x32x8_bf16(a, b, acc)  # <script>alert('x')</script> & \"q\" \x01\x1b[31m")
     path = tmp_path / "k<script>.ave"
     path.write_text(text)
     return path
@@ -149,6 +165,67 @@ def test_untrusted_text_is_escaped_in_the_svg(ave, tmp_path):
     assert not list(root.iter(f"{SVG}script")) and not list(root.iter("script"))
     texts = "".join(t.text or "" for t in root.iter(f"{SVG}text"))
     assert "<script>alert('x')</script>" in texts and "k<script>.ave" in texts
+    assert "\ufffd\ufffd[31m" in texts  # the control characters, replaced
+
+
+def test_text_xml_cannot_hold_is_replaced():
+    """Control characters and lone surrogates (a file name's undecodable bytes) in any text or
+    attribute: the document stays well-formed."""
+    cv = Canvas("t")
+    bad = "a\x00b\x1bc\udcffd\ufffe"
+    cv.title(cv.rect(0, 0, 1, 1, "#ffffff", data_file=bad), bad)
+    cv.text(0, 0, bad)
+    root = ET.fromstring(cv.to_string().encode("utf-8"))
+    assert [t.text for t in root.iter(f"{SVG}text")] == ["a\ufffdb\ufffdc\ufffdd\ufffd"]
+    assert next(root.iter(f"{SVG}rect")).get("data-file") == "a\ufffdb\ufffdc\ufffdd\ufffd"
+
+
+def test_an_incomplete_set_leaves_the_rest_undecided(ave):
+    """A set cut by the enumeration budget ("at least N"): the points not enumerated are drawn as
+    undecided (dotted, may violate), never as holding."""
+    report = checked(ave, "gemm_lds_mfma_transposed.ave")
+    _, _, f = numbered_findings([kernel_from_json(k) for k in report["kernels"]])[0]
+    assert f.violation_set is not None
+    f.violation_set = dict(f.violation_set, complete=False, count=128, cubes=[{"lane": "32-63", "value": "any"}])
+    svg = finding_canvas(1, f, None, None).to_string()
+    assert {int(a["data-lane"]) for a in cells(svg, "violating")} == set(range(32, 64))
+    assert len(cells(svg, "violating")) == 128 and len(cells(svg, "undecided")) == 128
+    assert not cells(svg, "clean") and "url(#finding-dots)" in svg and "may violate" in svg
+
+
+def test_layout_of_other_ranks(ave, tmp_path):
+    """A rank-3 buffer's rows are its leading indices flattened, each cell titled with its own
+    index; a scalar buffer is one cell."""
+    path = tmp_path / "ranks.ave"
+    path.write_text(ONE_WAVE + "    T3 = shared(f32, (2, 3, 4))\n    T0 = shared(f32, ())\n")
+    r = ave("draw", "layout", path, "--buffer", "T3")
+    assert r.code == 0, r.err
+    titles = [t.text for t in ET.fromstring(r.out.encode()).iter(f"{SVG}title")]
+    assert len(cells(r.out)) == 24 and "T3[1, 2, 3] -> offset 23, bank 23" in titles
+    assert "T3[0, 1, 0] -> offset 4, bank 4" in titles
+    r = ave("draw", "layout", path, "--buffer", "T0")
+    assert r.code == 0 and len(cells(r.out)) == 1, r.err
+
+
+def test_output_follows_links_and_never_replaces_a_pipe(ave, tmp_path):
+    """-o through a symbolic link replaces the file it names (the link stays); -o naming a FIFO (or
+    a device such as /dev/stdout) writes into it instead of renaming a file over it."""
+    args = ["layout", EXAMPLES / "gemm_lds_swizzled.ave", "--buffer", "As", "--rows", "1"]
+    target, link = tmp_path / "real.svg", tmp_path / "link.svg"
+    target.write_text("old")
+    link.symlink_to("real.svg")
+    assert ave("draw", *args, "-o", link).code == 0
+    assert link.is_symlink() and target.read_text().startswith("<?xml")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so the writer's open returns
+    try:
+        r = ave("draw", *args, "-o", fifo)
+        assert r.code == 0, r.err
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+        assert os.read(reader, 1 << 16).startswith(b"<?xml")  # one row: far below a pipe's buffer
+    finally:
+        os.close(reader)
 
 
 def test_same_input_same_bytes(ave, tmp_path):

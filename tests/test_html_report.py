@@ -96,6 +96,7 @@ def test_no_external_assets_and_same_bytes(audited, tmp_path):
     page = audited.read_text()
     for ref in ("http://", "https://", "src=", "<link"):
         assert ref not in page.replace('xmlns="http://www.w3.org/2000/svg"', ""), ref
+    assert "\x01" not in page and "\x1b" not in page and "\ufffd\ufffd[31m" in page  # the hostile comment's
     sources, errors = read_sources([str(EXAMPLES / "gemm_lds_mfma_transposed.ave")])
     report = run(sources, Options(violation_sets=True), errors)
     first = report_html(report)
@@ -104,3 +105,18 @@ def test_no_external_assets_and_same_bytes(audited, tmp_path):
         for f in k.findings:
             f.solver_ms += 123.0
     assert report_html(report) == first
+
+
+def test_an_unwritable_report_is_one_line_and_exit_2(ave, tmp_path):
+    """--html where DIR/index.html is a directory, DIR is a file (click refuses it) or under /proc:
+    one line, exit 2, no traceback."""
+    corpus = tmp_path / "kernels"
+    corpus.mkdir()
+    (corpus / "broken.ave").write_text("@kernel(grid=(1,), block=64)\ndef k(:\n")  # fast: fails to parse
+    (tmp_path / "taken" / "index.html").mkdir(parents=True)
+    (tmp_path / "a-file").write_text("")
+    for target, message in ((tmp_path / "taken", "is a directory"), (tmp_path / "a-file", "is a file"),
+                            ("/proc/ave-report", "cannot create /proc/ave-report")):
+        r = ave("audit", corpus, "--html", target, "--no-cache", "-j", "1", "-q")
+        assert r.code == 2 and message in r.err and "Traceback" not in r.err, r.err
+        assert len([line for line in r.err.splitlines() if "rror" in line]) == 1, r.err

@@ -18,7 +18,7 @@ from ..lang.source import SourceFile
 from ..report.model import Finding, KernelReport, Verdict
 from ..report.text import point_text
 from .grid import Cell, Grid, draw_grid, legend
-from .svg import CLEAN, Canvas
+from .svg import CLEAN, Canvas, xml_text
 
 WRAP_LANES = 32  # lanes per row when only the counterexample's lanes are drawn
 
@@ -31,6 +31,13 @@ def numbered_findings(kernels: list[KernelReport]) -> list[tuple[int, KernelRepo
     found = [(k, f) for k in kernels for f in k.findings if f.verdict != Verdict.VERIFIED]
     ordered = [x for x in found if x[1].counts] + [x for x in found if not x[1].counts]
     return [(n, k, f) for n, (k, f) in enumerate(ordered, 1)]
+
+
+def heading_level(f: Finding) -> str:
+    """The level `ave check` prints before a reported finding (report/text.py): a performance
+    warning's violation and an UNKNOWN are warnings, any other violation and an ERROR are errors."""
+    warning = (f.severity != "error" and f.verdict == Verdict.VIOLATION) or f.verdict == Verdict.UNKNOWN
+    return "warning" if warning else "error"
 
 
 def pick_finding(kernels: list[KernelReport], number: int, file: str) -> tuple[KernelReport, Finding]:
@@ -109,19 +116,26 @@ def heatmap(cv: Canvas, f: Finding, axes: Axes | None, instr: Instruction | None
         wrap = min(WRAP_LANES, c.group_size)
         cells = [[Cell(str(r * wrap + j), CLEAN, "clean", {"lane": r * wrap + j}, f"lane {r * wrap + j}",
                        marked=r * wrap + j in lanes) for j in range(wrap)] for r in range(c.group_size // wrap)]
+        why = "no violation set" if f.violation_set is None else "a violation set this grid cannot lay out"
         return Grid(cells, [str(r * wrap) for r in range(len(cells))], [], f"lanes of {c.group_kind} {c.group_index} "
-                    "(no violation set: the counterexample's lanes are marked)", "lane", "", 24, 16)
+                    f"({why}: the counterexample's lanes are marked)", "lane", "", 24, 16)
     assert f.violation_set is not None
     points = violating_points(f.violation_set, axes.sizes)
     labels = slot_maps(instr.a, instr.group_size) if instr is not None and axes.names == ["lane", "value"] \
         and axes.sizes == [instr.group_size, instr.a.values] else None
 
+    complete = f.violation_set["complete"]
+
     def cell(point: tuple[int, ...], data: dict[str, int]) -> Cell:
-        bad = point in points
         where = ", ".join(f"{k} {v}" for k, v in data.items())
         label = f"{labels[0][point]},{labels[1][point]}" if labels is not None else ""
-        return Cell(label, cv.hatch if bad else CLEAN, "violating" if bad else "clean", data,
-                    f"{where}: {'violates' if bad else 'holds'}" + (f" (A row, k = {label})" if label else ""),
+        if point in points:
+            fill, kind, state = cv.hatch, "violating", "violates"
+        elif complete:
+            fill, kind, state = CLEAN, "clean", "holds"
+        else:  # the enumeration's budget ran out: this point was not decided either way
+            fill, kind, state = cv.dots, "undecided", "not enumerated (may violate)"
+        return Cell(label, fill, kind, data, f"{where}: {state}" + (f" (A row, k = {label})" if label else ""),
                     marked=point == axes.marked)
 
     if axes.names == ["thread"]:
@@ -168,10 +182,9 @@ def finding_canvas(number: int, f: Finding, source: SourceFile | None, block_thr
 
     cv = Canvas(prefix)
     axes = axes_of(f, block_threads)
-    level = "error" if f.severity == "error" and f.verdict == Verdict.VIOLATION else "warning"
     y = 0.0
     if not bare:
-        cv.text(8, 16, f"#{number} {level}[{f.invariant}] {f.location}", 12, font_weight="bold")
+        cv.text(8, 16, f"#{number} {heading_level(f)}[{f.invariant}] {f.location}", 12, font_weight="bold")
         y = 32.0
         for line in _wrap(f"{f.title}: {f.message}", 120):
             cv.text(8, y, line, 10.5)
@@ -184,15 +197,20 @@ def finding_canvas(number: int, f: Finding, source: SourceFile | None, block_thr
     top = y + 6
     w, h = draw_grid(cv, 8, top, grid, "heatmap")
     if axes is None:
-        entries = [(CLEAN, "a lane (this finding has no violation set)", False),
+        entries = [(CLEAN, "a lane (" + ("this finding has no violation set" if f.violation_set is None
+                                         else "the violation set is described above, not drawn") + ")", False),
                    (CLEAN, "a lane of the counterexample (outlined, ring)", True)]
+    elif f.violation_set is not None and not f.violation_set["complete"]:
+        entries = [(cv.hatch, "violates (hatched)", False),
+                   (cv.dots, "not enumerated: the enumeration budget ran out, may violate (dotted)", False),
+                   (cv.hatch, "the counterexample (outlined, ring)", True)]
     else:
         entries = [(cv.hatch, "violates (hatched)", False), (CLEAN, "holds", False),
                    (cv.hatch, "the counterexample (outlined, ring)", True)]
     legend(cv, 8, top + h + 12, entries)
     summary = f.violation_set["description"] if f.violation_set is not None else "no violation set"
     cv.root.set("role", "img")
-    cv.root.set("aria-label", f"finding {number}, {f.invariant}: {summary}")
+    cv.root.set("aria-label", xml_text(f"finding {number}, {f.invariant}: {summary}"))
     x = 8 + w + 30
     ty = top + 12
     for side in (c.lhs, c.rhs):

@@ -15,9 +15,10 @@ from ..lang.errors import AveError
 from ..lang.source import SourceFile, Span
 from ..report.model import ErrorReport, Finding, KernelReport, Report, Side, Verdict
 from ..report.text import counterexample_rows, point_text
-from .finding_picture import finding_canvas, numbered_findings
+from .finding_picture import finding_canvas, heading_level, numbered_findings
 from .kernel_info import kernels_of
 from .output import write_atomic
+from .svg import xml_text
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1b1b;background:#fff}
@@ -71,9 +72,11 @@ _VERDICTS = ["VIOLATION", "UNKNOWN", "ERROR", "VERIFIED"]
 
 
 def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
-    el = ET.SubElement(parent, tag, {k.rstrip("_").replace("_", "-"): v for k, v in attrs.items()})
+    """A child element; its text and attribute values cleared of what XML cannot hold (ElementTree
+    escapes markup but writes control characters and lone surrogates as they are)."""
+    el = ET.SubElement(parent, tag, {k.rstrip("_").replace("_", "-"): xml_text(v) for k, v in attrs.items()})
     if text is not None:
-        el.text = text
+        el.text = xml_text(text)
     return el
 
 
@@ -105,6 +108,7 @@ class _Sources:
 
 
 def _level(f: Finding) -> str:
+    """What the warnings filter reads: "error" when the finding decides the verdict."""
     return "error" if f.severity == "error" and f.verdict != Verdict.VERIFIED and f.suppression is None else "warning"
 
 
@@ -164,7 +168,7 @@ def _finding(main: ET.Element, number: int, k: KernelReport, f: Finding, sources
     level = _level(f)
     art = _el(main, "article", class_=f"finding level-{level}", id=anchor, data_verdict=k.verdict.value,
               data_invariant=f.invariant, data_level=level, data_number=str(number), data_file=k.file)
-    _el(art, "h3", f"#{number} {level}[{f.invariant}] {k.kernel} — {f.location}")
+    _el(art, "h3", f"#{number} {heading_level(f)}[{f.invariant}] {k.kernel} — {f.location}")
     _el(art, "p", f"{f.title}: {f.message}", class_="message")
     if f.suppression is not None:
         _el(art, "p", f"suppressed ({f.suppression.get('kind', '')}): {f.suppression.get('justification', '')}")

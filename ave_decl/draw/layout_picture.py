@@ -35,14 +35,14 @@ def offsets_of(buf: Buffer, max_rows: int | None = None) -> tuple[np.ndarray, np
     if shown > MAX_CELLS:
         raise UsageError(f"--buffer: {buf.name!r} has {size} elements; at most {MAX_CELLS} are drawn "
                          f"(--rows {MAX_CELLS // cols} draws the first rows)")
-    coords = np.indices(shape).reshape(len(shape), -1)
-    offsets = np.asarray(buf.layout.evaluate(*coords), np.int64)
+    # only the drawn elements are evaluated (the first rows of a large buffer, not all of it)
+    coords = np.unravel_index(np.arange(shown, dtype=np.int64), shape) if shape else ()
+    offsets = np.broadcast_to(np.asarray(buf.layout.evaluate(*coords), np.int64), (shown,))
     xor = None
     layout = buf.layout
     if isinstance(layout, Composed) and isinstance(layout.outer, Swizzle):
         xor = offsets ^ np.asarray(layout.inner.evaluate(*coords), np.int64)
-    rows = -(-shown // cols)
-    return offsets.reshape(-1, cols)[:rows], None if xor is None else xor.reshape(-1, cols)[:rows]
+    return offsets.reshape(-1, cols), None if xor is None else xor.reshape(-1, cols)
 
 
 def layout_svg(buf: Buffer, file: str, kernel: str, max_rows: int | None = None) -> str:
@@ -50,12 +50,17 @@ def layout_svg(buf: Buffer, file: str, kernel: str, max_rows: int | None = None)
     offsets, xor = offsets_of(buf, max_rows)
     width = DTYPE_BYTES[buf.dtype]
     banks = (offsets * width // BANK_BYTES) % BANKS
-    rank1 = buf.const_shape is not None and len(buf.const_shape) == 1
+    shape = buf.const_shape or ()
+    rank1 = len(shape) <= 1
     rows, cols = offsets.shape
+
+    def element(i: int, j: int) -> str:  # the logical index of the cell in row i, column j
+        index = np.unravel_index(i * cols + j, shape) if shape else ()
+        return f"{buf.name}[{', '.join(str(int(x)) for x in index)}]"
+
     cells = [[Cell(str(int(offsets[i, j])), sequential(int(banks[i, j]), BANKS),
                    data={"row": i, "col": j, "offset": int(offsets[i, j]), "bank": int(banks[i, j])},
-                   tooltip=(f"{buf.name}[{i * cols + j}]" if rank1 else f"{buf.name}[{i}, {j}]")
-                   + f" -> offset {int(offsets[i, j])}, bank {int(banks[i, j])}")
+                   tooltip=f"{element(i, j)} -> offset {int(offsets[i, j])}, bank {int(banks[i, j])}")
               for j in range(cols)] for i in range(rows)]
     row_labels = []
     for i in range(rows):

@@ -21,22 +21,36 @@ def png_bytes(svg: str) -> bytes:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` through a temporary file in the same directory, then rename it into place."""
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise UsageError(f"cannot write {path}: no directory {directory}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    """Write `data` through a temporary file in the same directory, then rename it into place.
+
+    A link is followed (the file it names is replaced, the link stays); a path that names no regular
+    file, such as /dev/stdout or a FIFO, is written in place: renaming over it would replace the
+    device or pipe with a file. Every failure is a one-line UsageError (exit 2)."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        if os.path.isdir(path):
+            raise UsageError(f"cannot write {path}: it is a directory")
+        try:
+            with open(path, "wb") as out:
+                out.write(data)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        return
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {path}: no directory {path.parent}")
+    target = Path(os.path.realpath(path))
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make a report others cannot read
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
@@ -44,10 +58,12 @@ def write_picture(svg: str, output: str | None, fmt: str | None) -> bytes | None
     """`-o FILE` (format from `--format`, else from the suffix: .png is PNG) or, without `-o`, the
     SVG's bytes for stdout (PNG needs a file)."""
     fmt = fmt or ("png" if output and output.lower().endswith(".png") else "svg")
+    if output is None and fmt == "png":  # said before the (slow) rendering
+        raise UsageError("--format png writes a file: give -o FILE.png")
+    if output is not None and (not output or output.endswith(("/", os.sep))):
+        raise UsageError(f"-o {output!r}: give a file name")
     data = png_bytes(svg) if fmt == "png" else svg.encode("utf-8")
     if output is None:
-        if fmt == "png":
-            raise UsageError("--format png writes a file: give -o FILE.png")
         return data
     write_atomic(Path(output), data)
     return None

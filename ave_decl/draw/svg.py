@@ -6,6 +6,7 @@ gives the same bytes), and the pictures need only rectangles, text, lines and on
 """
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -15,10 +16,23 @@ FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 # state reads without colour (greyscale print, colour-blind readers).
 VIOLATING = "#d55e00"
 CLEAN = "#f4f4f4"
+UNDECIDED = "#d0d0d0"  # with grey dots: not enumerated (the violation set is "at least N")
 EMPTY = "#ffffff"
 
 # viridis anchors: a sequential palette whose lightness rises monotonically (readable in greyscale)
 _VIRIDIS = ["#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962", "#addc30", "#fde725"]
+
+
+# What XML 1.0 cannot hold even escaped (C0 controls but tab and newline, lone surrogates such as
+# a file name's undecodable bytes, U+FFFE/U+FFFF): ElementTree writes them as they are, and one of
+# them in a source line or a file name would make the whole picture ill-formed.
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """`text` with every character XML cannot hold replaced by U+FFFD (so a hostile source line or
+    file name still gives a well-formed picture and page)."""
+    return _NOT_XML.sub("\N{REPLACEMENT CHARACTER}", text)
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:
@@ -45,7 +59,7 @@ def ink(fill: str) -> str:
 def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.1f}".rstrip("0").rstrip(".")
-    return str(v)
+    return xml_text(str(v))
 
 
 class Canvas:
@@ -63,13 +77,24 @@ class Canvas:
     def hatch(self) -> str:
         """url() of the diagonal hatch that marks violating cells (defined on first use)."""
         pid = f"{self.prefix}-hatch"
-        if not len(self._defs):
+        if self._defs.find(f"pattern[@id='{pid}']") is None:
             pattern = ET.SubElement(self._defs, "pattern", {"id": pid, "width": "7", "height": "7",
                                                             "patternUnits": "userSpaceOnUse",
                                                             "patternTransform": "rotate(45)"})
             ET.SubElement(pattern, "rect", {"width": "7", "height": "7", "fill": VIOLATING})
             ET.SubElement(pattern, "line", {"x1": "0", "y1": "0", "x2": "0", "y2": "7", "stroke": "#000000",
                                             "stroke-width": "1.6"})
+        return f"url(#{pid})"
+
+    @property
+    def dots(self) -> str:
+        """url() of the grey dots that mark cells nobody decided (an enumeration cut by its budget)."""
+        pid = f"{self.prefix}-dots"
+        if self._defs.find(f"pattern[@id='{pid}']") is None:
+            pattern = ET.SubElement(self._defs, "pattern", {"id": pid, "width": "5", "height": "5",
+                                                            "patternUnits": "userSpaceOnUse"})
+            ET.SubElement(pattern, "rect", {"width": "5", "height": "5", "fill": UNDECIDED})
+            ET.SubElement(pattern, "circle", {"cx": "2.5", "cy": "2.5", "r": "1", "fill": "#555555"})
         return f"url(#{pid})"
 
     def _grow(self, x: float, y: float) -> None:
@@ -79,7 +104,7 @@ class Canvas:
             text: str | None = None) -> ET.Element:
         el = ET.SubElement(self.root if parent is None else parent, tag, {k: _fmt(v) for k, v in attrs.items()})
         if text is not None:
-            el.text = text
+            el.text = xml_text(text)
         return el
 
     def rect(self, x: float, y: float, w: float, h: float, fill: str, parent: ET.Element | None = None,
@@ -98,7 +123,7 @@ class Canvas:
 
     def title(self, parent: ET.Element, text: str) -> None:
         """A tooltip (an SVG <title> child)."""
-        ET.SubElement(parent, "title").text = text
+        ET.SubElement(parent, "title").text = xml_text(text)
 
     def element(self, margin: float = 8) -> ET.Element:
         """The finished <svg> element, sized to what was drawn."""
