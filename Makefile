@@ -81,7 +81,8 @@ lld:
 # chromium and chromium-driver, installed here when `make test` runs as root and they are missing;
 # otherwise those tests skip with the reason.
 CHROMIUM_PACKAGES := chromium chromium-driver
-APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q
+# The lock timeout: under `make -j` the lld step may hold dpkg's lock; wait for it instead of failing.
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q
 
 .PHONY: chromium
 chromium:
