@@ -141,7 +141,7 @@ def _kernel_row(tbody: ET.Element, k: KernelReport, anchor: str | None) -> None:
     else:
         td.text = k.kernel
     _el(_el(tr, "td"), "span", k.verdict.value, class_=f"verdict v-{k.verdict.value}")
-    levels = Counter(_level(f) for f in reported)
+    levels = Counter(heading_level(f) for f in reported)  # as the headings (and `ave check`) say
     _el(tr, "td", ", ".join(f"{n} {lv}(s)" for lv, n in sorted(levels.items())) or "—")
 
 
