@@ -14,9 +14,19 @@ _OUT = [click.option("-o", "--output", type=click.Path(dir_okay=False), default=
 
 
 def _outputs(f):
+    """The -o/--format options, checked before the command does any work."""
+    import functools
+
+    @functools.wraps(f)
+    def checked(*args, **kwargs):
+        from .output import picture_format
+
+        picture_format(kwargs["output"], kwargs["fmt"])
+        return f(*args, **kwargs)
+
     for option in reversed(_OUT):
-        f = option(f)
-    return f
+        checked = option(checked)
+    return checked
 
 
 def _emit(svg: str, output: str | None, fmt: str | None) -> None:
