@@ -1,17 +1,23 @@
 """Batch-audit throughput on a generated corpus of kernel variants (correct and mutated).
 
-  python bench/audit.py [--variants 1000] [--keep DIR]
+  python bench/audit.py [--variants 1000] [--keep DIR] [--dask [--slices 10] [--subset 60]]
 
 Generates variants of the example kernels (renamed kernels, shifted index constants that keep
 or break the invariants), then prints kernels/s for -j1 and -j2, cold and warm cache, batched vs
-one-fixpoint-per-kernel, and the per-phase breakdown. Figures: docs/performance.md.
+one-fixpoint-per-kernel, and the per-phase breakdown. With --dask (needs ave-decl[dask]) it
+prints instead kernels/s for -j2 against a Dask LocalCluster of 2 worker processes (the ratio is
+the overhead of Dask on one machine; slices of the corpus alternate between the two), then the
+same with chunks of 4 and 1 kernels on a subset, which is what each worker of a larger cluster
+sees. Figures: docs/performance.md.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -48,22 +54,72 @@ def generate(out: Path, n: int, seed: int = 0) -> list[Path]:
     return files
 
 
-def timed(opts: AuditOptions, paths: list[str]):
+def timed(opts: AuditOptions, paths: list[str], runner=None):
     t0 = time.perf_counter()
-    report, stats = audit(paths, opts)
+    report, stats = audit(paths, opts, runner=runner)
     return time.perf_counter() - t0, report, stats
+
+
+def dask_main(files: list[Path], slices: int, subset: int) -> None:
+    """-j2 vs a 2-worker LocalCluster, cold (no cache), the same reports. The corpus is cut into
+    slices audited alternately by both, so a load that changes during the run (a shared machine)
+    weighs on both alike; then chunks of 4 and 1 kernels on a subset."""
+    from distributed import Client, LocalCluster
+
+    from ave_decl.audit.distributed import DaskRunner
+
+    def opts(chunk: int = 16) -> AuditOptions:
+        return AuditOptions(Options(violation_sets=False), jobs=2, file_timeout_s=120, cache_dir=None, chunk=chunk)
+
+    t0 = time.perf_counter()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, scheduler_port=0,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        started = time.perf_counter() - t0
+        runner = DaskRunner(client)
+        total_local = total_dask = 0.0
+        ratios, same = [], True
+        for i in range(slices):
+            part = [str(f) for f in files[i::slices]]
+            t_l, local, _ = timed(opts(), part)
+            t_d, remote, _ = timed(opts(), part, runner)
+            same &= json.dumps(local.to_json(timings=False)) == json.dumps(remote.to_json(timings=False))
+            total_local, total_dask = total_local + t_l, total_dask + t_d
+            ratios.append(t_l / t_d)
+            print(f"slice {i + 1}/{slices} ({len(part)} kernels): -j2 {t_l:6.1f} s, Dask {t_d:6.1f} s, "
+                  f"Dask/local throughput {t_l / t_d:.3f}", flush=True)
+        n = len(files)
+        print(f"-j2: {total_local:7.1f} s = {n / total_local:6.2f} kernels/s   Dask LocalCluster 2x1: "
+              f"{total_dask:7.1f} s = {n / total_dask:6.2f} kernels/s   Dask/local throughput "
+              f"{total_local / total_dask:.3f} (per slice: median {statistics.median(ratios):.3f}, "
+              f"{min(ratios):.3f}..{max(ratios):.3f})   reports identical: {same}   "
+              f"(cluster start {started:.1f} s, not counted)", flush=True)
+        part = [str(f) for f in files[:subset]]
+        for chunk in (4, 1) if subset else ():
+            t_l, _, _ = timed(opts(chunk), part)
+            t_d, _, _ = timed(opts(chunk), part, runner)
+            print(f"{len(part)} kernels, chunks of {chunk} ({-(-len(part) // chunk)} tasks): -j2 "
+                  f"{len(part) / t_l:6.2f} kernels/s, Dask {len(part) / t_d:6.2f} kernels/s, Dask/local "
+                  f"{t_l / t_d:.3f}", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--variants", type=int, default=1000)
     ap.add_argument("--keep", type=Path, default=None, help="write the corpus here instead of a temp dir")
+    ap.add_argument("--dask", action="store_true", help="-j2 against a 2-worker Dask LocalCluster")
+    ap.add_argument("--slices", type=int, default=10, help="--dask: slices audited alternately by both")
+    ap.add_argument("--subset", type=int, default=60, help="--dask: kernels of the small-chunk runs (0: none)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ave-audit-bench-"))
     corpus = args.keep or tmp / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
     files = generate(corpus, args.variants)
     print(f"corpus: {len(files)} kernel files in {corpus}")
+    if args.dask:
+        dask_main(files, args.slices, args.subset)
+        if args.keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     rows = []
     for jobs in (1, 2):
         cache = tmp / f"cache-j{jobs}"

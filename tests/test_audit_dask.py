@@ -3,7 +3,8 @@
 The Dask report must be the `-j2` report byte for byte (JSON with --no-timings, the exit code),
 also when a worker process is killed while it holds a chunk; the shared cache takes concurrent
 writers; a missing extra or a bad scheduler address is one line and exit 2. Every cluster
-listens on ports of its own (port 0, no dashboard), so the file runs beside other xdist workers.
+listens on free ports only (the scheduler and its HTTP server on port 0), so the file runs
+beside other xdist workers and other clusters.
 """
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def sorted_json(data: bytes) -> str:
 def cluster():
     """A LocalCluster of 2 worker processes, one thread each, on free ports."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, scheduler_port=0,
-                                  dashboard_address=None) as c:
+                                  dashboard_address=":0") as c:
         yield c
 
 
@@ -186,6 +187,29 @@ def test_deadline_and_isolation_retry_run_on_the_workers(tmp_path, cluster):
     assert stats.retried == 2
     assert [(Path(e.file).name, e.kind) for e in report.errors] == [("a.ave", "timeout"), ("b.ave", "timeout")]
     assert [k.verdict.value for k in report.kernels] == ["UNKNOWN", "UNKNOWN"] and report.exit_code == 5
+
+
+def test_the_task_checks_the_version_and_writes_only_the_clients_cache(tmp_path, cluster):
+    """A task for another version or other rules checks nothing. The task writes the entries of
+    its chunk when the run's marker is in the directory it was given; else (a directory of the
+    same path that is not the client's) it leaves them to the client."""
+    path = str(EXAMPLES / "gemm_naive.ave")
+    cache_dir = tmp_path / "cache"
+    opts = AuditOptions(Options(violation_sets=False), cache_dir=cache_dir)
+    keys = {path: "ab" * 32}
+    expected = dask_audit.identity(())
+    with distributed.Client(cluster) as client, dask_audit.run_marker(cache_dir) as marker:
+        items = [(path, (EXAMPLES / "gemm_naive.ave").read_bytes())]
+        other = client.submit(dask_audit.check_chunk, items, opts, keys, ("0.0", "f" * 64), marker,
+                              pure=False).result()
+        assert other.status == "crash" and "the client 0.0 with rules ffffffffffff" in other.why
+        unseen = client.submit(dask_audit.check_chunk, items, opts, keys, expected, ".ave-run-elsewhere",
+                               pure=False).result()
+        assert unseen.status == "ok" and unseen.stored == frozenset() and not list(cache_dir.rglob("*.json"))
+        seen = client.submit(dask_audit.check_chunk, items, opts, keys, expected, marker, pure=False).result()
+    assert seen.stored == {path}
+    assert Cache(cache_dir).get(keys[path], path) == seen.results[path]
+    assert [p.name for p in cache_dir.iterdir() if p.is_file()] == []  # the marker is gone
 
 
 def _write_and_read(directory: str, seed: int, rounds: int, queue) -> None:

@@ -14,11 +14,12 @@ client writes the rest. docs/auditing-at-scale.md has the contract.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import itertools
 import logging
 import multiprocessing as mp
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from ..lang.errors import UsageError
@@ -58,15 +59,39 @@ def _allow_children() -> None:
     mp.current_process()._config["daemon"] = False  # type: ignore[attr-defined]
 
 
-def check_chunk(items: list[Item], opts: AuditOptions, keys: dict[str, str], expected: tuple[str, str]) -> Outcome:
-    """The Dask task: the chunk checked as the local audit checks it, its entries cached."""
+@contextmanager
+def run_marker(directory: Path | None) -> Iterator[str | None]:
+    """The name of a file that only this run creates in the cache directory (removed at the
+    end): a worker that sees it sees the client's directory, not a local one under the same path
+    (the default ~/.cache/ave exists on every machine), so it never fills a cache the client
+    cannot read. None when there is no cache or it cannot be written (then the client writes)."""
+    if directory is None:
+        yield None
+        return
+    name = f".ave-run-{uuid.uuid4().hex}"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / name).touch(exist_ok=False)
+    except OSError:
+        yield None
+        return
+    try:
+        yield name
+    finally:
+        (directory / name).unlink(missing_ok=True)
+
+
+def check_chunk(items: list[Item], opts: AuditOptions, keys: dict[str, str], expected: tuple[str, str],
+                marker: str | None = None) -> Outcome:
+    """The Dask task: the chunk checked as the local audit checks it; its entries written to the
+    cache when this worker sees the client's cache directory (`marker`, see run_marker)."""
     found = identity(opts.check.rules_dirs)
     if found != expected:
         return Outcome("crash", why=f"this worker runs ave-decl {found[0]} with rules {found[1][:12]}, "
                                     f"the client {expected[0]} with rules {expected[1][:12]}")
     _allow_children()
     outcome = run_chunk(items, opts)
-    if outcome.status == "ok" and opts.cache_dir and keys:
+    if outcome.status == "ok" and opts.cache_dir and marker and (opts.cache_dir / marker).is_file():
         cache = Cache(opts.cache_dir)
         outcome.stored = frozenset(f for f, res in outcome.results.items()
                                    if f in keys and cacheable(res) and cache.put(keys[f], f, *res))
@@ -103,20 +128,22 @@ class DaskRunner:
 
         expected = identity(opts.check.rules_dirs)
         run_id = uuid.uuid4().hex[:12]
+        numbers = itertools.count()
         submitted: dict[str, list[Item]] = {}
+        with run_marker(opts.cache_dir) as marker:
 
-        def submit(items: list[Item]) -> Future:
-            chunk_keys = {item_path(i): keys[item_path(i)] for i in items if item_path(i) in keys}
-            future = self.client.submit(check_chunk, items, opts, chunk_keys, expected,
-                                        key=f"ave-audit-{run_id}-{len(submitted)}", pure=False)
-            submitted[future.key] = items
-            return future
+            def submit(items: list[Item]) -> Future:
+                chunk_keys = {item_path(i): keys[item_path(i)] for i in items if item_path(i) in keys}
+                future = self.client.submit(check_chunk, items, opts, chunk_keys, expected, marker,
+                                            key=f"ave-audit-{run_id}-{next(numbers)}", pure=False)
+                submitted[future.key] = items
+                return future
 
-        stream = as_completed([submit(c) for c in chunks])
-        for future in stream:
-            items = submitted[future.key]
-            settle(items, _outcome(future), lambda more: [stream.add(submit(c)) for c in more], done, stats)
-            future.release()
+            stream = as_completed([submit(c) for c in chunks])
+            for future in stream:
+                items = submitted.pop(future.key)
+                settle(items, _outcome(future), lambda more: [stream.add(submit(c)) for c in more], done, stats)
+                future.release()
 
 
 @contextmanager
@@ -129,7 +156,7 @@ def dask_runner(scheduler: str | None, local_workers: int | None, rules_dirs: tu
 
     if local_workers:
         with LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True, scheduler_port=0,
-                          dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+                          dashboard_address=":0", silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
             client.wait_for_workers(local_workers, timeout=WORKER_WAIT_S)
             yield DaskRunner(client)
         return
@@ -140,7 +167,7 @@ def dask_runner(scheduler: str | None, local_workers: int | None, rules_dirs: tu
     with client:
         try:
             client.wait_for_workers(1, timeout=WORKER_WAIT_S)
-        except (TimeoutError, concurrent.futures.TimeoutError):
+        except TimeoutError:
             raise UsageError(f"--scheduler {scheduler}: no worker joined within {WORKER_WAIT_S:g} s") from None
         runner = DaskRunner(client)
         runner.check_workers(rules_dirs)
