@@ -246,6 +246,36 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int) -> 
     return rec
 
 
+def transcript(bug_id: str, modes: tuple[str, ...] = ("result", "invariant"), budget: int = BUDGET,
+               seed: int = 0) -> str:
+    """A repair of one bug under each mode, step by step: the edit, the calls it cost, and the
+    feedback the agent read (Markdown, for docs/agent-guidance.md)."""
+    bugs, _ = corpus(False, [bug_id.split("~")[0]], seed)
+    bug = next(b for b in bugs if b.id == bug_id)
+    cache = CallCache()
+    out = [f"### {bug.id} ({bug.family}, {bug.source})", ""]
+    for mode in modes:
+        ev = Evaluator(bug.sizes_a, bug.sizes_b, budget, lambda t, z: simulate(t, z, seed), cache, device="mi300x")
+        res = repair(bug.text, make_agent("search", None, seed), mode, ev)
+        out += [f"**{mode}**: {'fixed' if res.fixed else 'not fixed'} after {res.evaluations} evaluations "
+                f"({res.candidates} candidates, {res.rejected} rejected by the guard)", "", "```"]
+        start = Evaluator(bug.sizes_a, bug.sizes_b, budget, lambda t, z: simulate(t, z, seed), cache, device="mi300x")
+        from ave_planner.feedback import feedback as fb_of
+
+        out.append("bug: " + json.dumps(fb_of(mode, start.evaluate(bug.text, mode)).data, sort_keys=True)[:600])
+        for st in res.steps:
+            e = st.edit
+            what = f"{e.kind} line {e.line}: {e.description}" if e else "(no edit record)"
+            shown = json.dumps(st.feedback, sort_keys=True)
+            out.append(f"{st.index:3}. {what} -> {st.outcome}, {st.counted} evaluation(s) {st.calls}: "
+                       f"{shown[:300] + ('...' if len(shown) > 300 else '')}")
+        out += ["```", ""]
+        if res.fixed:
+            out += ["```diff", "\n".join(difflib.unified_diff(bug.text.split("\n"), res.fix.split("\n"), lineterm="",
+                                                              n=0)), "```", ""]
+    return "\n".join(out)
+
+
 def _pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
@@ -277,10 +307,16 @@ def summarize(records: list[dict], budget: int) -> dict:
             if m["fixed"]:
                 places.setdefault(inv, {}).setdefault(m["fix_where"], 0)
                 places[inv][m["fix_where"]] += 1
+    operators: dict[str, dict] = {}
+    for r in records:
+        o = operators.setdefault(r["operator"], {"bugs": 0, **{m: 0 for m in MODES}})
+        o["bugs"] += 1
+        for m in MODES:
+            o[m] += int(r["modes"][m]["fixed"])
     paper_verified = [r["bug"] for r in records if r["ablation"]["paper"] == "VERIFIED"]
     full_verified = [r["bug"] for r in records if r["ablation"]["full"] == "VERIFIED"]
     return {"bugs": len(records), "budget": budget, "overall": block(records), "families": fams,
-            "fix_location": places,
+            "fix_location": places, "operators": operators,
             "ablation": {"output_changing": len(records), "verified_full_library": len(full_verified),
                          "verified_paper_invariants_only": len(paper_verified),
                          "full_library_let_through": full_verified, "paper_only_let_through": paper_verified}}
@@ -310,13 +346,33 @@ def table(summary: dict) -> str:
             "| invariant | use site | chain | elsewhere |", "| --- | --- | --- | --- |"]
     for inv, counts in sorted(summary["fix_location"].items()):
         out.append(f"| {inv} | {counts.get('use site', 0)} | {counts.get('chain', 0)} | {counts.get('elsewhere', 0)} |")
-    a = summary["ablation"]
-    out += ["", "Invariant ablation (output-changing bugs let through as VERIFIED):", "",
+    out += ["", "Bugs fixed per operator (mutants) or broken transformation (catalogue):", "",
+            "| operator | bugs | " + " | ".join(MODES) + " |", "| --- | --- |" + " --- |" * len(MODES)]
+    for op, o in sorted(summary.get("operators", {}).items()):
+        out.append(f"| {op} | {o['bugs']} | " + " | ".join(str(o[m]) for m in MODES) + " |")
+    out += ablation_table(summary["ablation"])
+    return "\n".join(out)
+
+
+def ablation_table(a: dict) -> list[str]:
+    return ["", "Invariant ablation (output-changing bugs let through as VERIFIED):", "",
             "| invariants | VERIFIED (missed) | of |", "| --- | --- | --- |",
             f"| paper's kinds only ({', '.join(PAPER_INVARIANTS)}) | {a['verified_paper_invariants_only']} | "
             f"{a['output_changing']} |",
             f"| full library | {a['verified_full_library']} | {a['output_changing']} |"]
-    return "\n".join(out)
+
+
+def ablation_only(only: list[str] | None, seed: int) -> dict:
+    """The invariant ablation over the whole corpus: one check of each bug, nothing repaired."""
+    from ave_planner.evaluate import check_summary
+
+    bugs, dropped = corpus(False, only, seed)
+    rows = [{"bug": b.id, "operator": b.operator, **ablation(check_summary(b.text))} for b in bugs]
+    return {"output_changing": len(rows), "dropped": dropped,
+            "verified_full_library": sum(r["full"] == "VERIFIED" for r in rows),
+            "verified_paper_invariants_only": sum(r["paper"] == "VERIFIED" for r in rows),
+            "full_library_let_through": [r["bug"] for r in rows if r["full"] == "VERIFIED"],
+            "paper_only_let_through": [r["bug"] for r in rows if r["paper"] == "VERIFIED"], "rows": rows}
 
 
 def _one(args: tuple) -> dict:
@@ -377,7 +433,20 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0, help="the simulator's input seed (and the LLM's)")
     ap.add_argument("--records", metavar="FILE", help="append each bug's record to FILE (JSONL) as it finishes")
     ap.add_argument("--summarize", metavar="FILE", help="no run: the tables of the records in FILE (JSONL)")
+    ap.add_argument("--transcript", metavar="BUG", help="no experiment: the repair of BUG under result and "
+                                                         "invariant, step by step")
+    ap.add_argument("--ablation", action="store_true", help="no repairs: the invariant ablation of the whole corpus")
     args = ap.parse_args()
+    if args.ablation:
+        a = ablation_only(args.only, args.seed)
+        if args.json:
+            _write(args.json, json.dumps(a, indent=1))
+        print("\n".join(ablation_table(a)))
+        print(f"corpus: {a['output_changing']} output-changing bugs; left out: {a['dropped']}")
+        return 0
+    if args.transcript:
+        print(transcript(args.transcript, budget=args.budget, seed=args.seed))
+        return 0
     if args.budget < 2:
         ap.error("--budget must be at least 2")
     if args.summarize:
