@@ -43,7 +43,7 @@ from ave_decl.lang.parser import parse_text  # noqa: E402
 from ave_decl.lang.source import SourceFile  # noqa: E402
 from ave_planner.agent import MODES  # noqa: E402
 from ave_planner.evaluate import CallCache, Evaluator  # noqa: E402
-from ave_planner.feedback import chain_lines  # noqa: E402
+from ave_planner.feedback import chain_lines, feedback  # noqa: E402
 from ave_planner.repair import repair  # noqa: E402
 
 BUDGET = 40
@@ -183,6 +183,10 @@ def changed_lines(before: str, after: str) -> list[int]:
     return out
 
 
+def unified(before: str, after: str) -> str:
+    return "\n".join(difflib.unified_diff(before.split("\n"), after.split("\n"), lineterm="", n=0))
+
+
 def where(finding: dict | None, lines: list[int]) -> str:
     """Does the fix lie at the first finding's use site, on its chain, or elsewhere?"""
     if not finding:
@@ -239,7 +243,7 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int) -> 
             lines = changed_lines(bug.text, res.fix)
             out["fix_lines"] = lines
             out["fix_where"] = where(finding, lines)
-            out["fix_diff"] = "\n".join(difflib.unified_diff(bug.text.split("\n"), res.fix.split("\n"), lineterm="", n=0))
+            out["fix_diff"] = unified(bug.text, res.fix)
         out["trajectory"] = [{"edit": asdict(s.edit) if s.edit else None, "outcome": s.outcome, "calls": s.calls,
                               "counted": s.counted} for s in res.steps]
         rec["modes"][mode] = out
@@ -253,16 +257,17 @@ def transcript(bug_id: str, modes: tuple[str, ...] = ("result", "invariant"), bu
     bugs, _ = corpus(False, [bug_id.split("~")[0]], seed)
     bug = next(b for b in bugs if b.id == bug_id)
     cache = CallCache()
+
+    def evaluator() -> Evaluator:
+        return Evaluator(bug.sizes_a, bug.sizes_b, budget, lambda t, z: simulate(t, z, seed), cache, device="mi300x")
+
     out = [f"### {bug.id} ({bug.family}, {bug.source})", ""]
     for mode in modes:
-        ev = Evaluator(bug.sizes_a, bug.sizes_b, budget, lambda t, z: simulate(t, z, seed), cache, device="mi300x")
-        res = repair(bug.text, make_agent("search", None, seed), mode, ev)
+        res = repair(bug.text, make_agent("search", None, seed), mode, evaluator())
         out += [f"**{mode}**: {'fixed' if res.fixed else 'not fixed'} after {res.evaluations} evaluations "
                 f"({res.candidates} candidates, {res.rejected} rejected by the guard)", "", "```"]
-        start = Evaluator(bug.sizes_a, bug.sizes_b, budget, lambda t, z: simulate(t, z, seed), cache, device="mi300x")
-        from ave_planner.feedback import feedback as fb_of
-
-        out.append("bug: " + json.dumps(fb_of(mode, start.evaluate(bug.text, mode)).data, sort_keys=True)[:600])
+        first = feedback(mode, evaluator().evaluate(bug.text, mode)).data
+        out.append("bug: " + json.dumps(first, sort_keys=True)[:600])
         for st in res.steps:
             e = st.edit
             what = f"{e.kind} line {e.line}: {e.description}" if e else "(no edit record)"
@@ -271,8 +276,7 @@ def transcript(bug_id: str, modes: tuple[str, ...] = ("result", "invariant"), bu
                        f"{shown[:300] + ('...' if len(shown) > 300 else '')}")
         out += ["```", ""]
         if res.fixed:
-            out += ["```diff", "\n".join(difflib.unified_diff(bug.text.split("\n"), res.fix.split("\n"), lineterm="",
-                                                              n=0)), "```", ""]
+            out += ["```diff", unified(bug.text, res.fix), "```", ""]
     return "\n".join(out)
 
 
@@ -292,7 +296,8 @@ def summarize(records: list[dict], budget: int) -> dict:
                          # median_high: with an even count, never the mean of a fixed and an unfixed bug
                          "median_evaluations": statistics.median_high(evals) if evals else None,
                          "p90_evaluations": _pct(evals, 0.9) if evals else None,
-                         "median_evaluations_fixed": statistics.median([x["evaluations"] for x in fixed]) if fixed else None,
+                         "median_evaluations_fixed":
+                             statistics.median([x["evaluations"] for x in fixed]) if fixed else None,
                          "median_seconds": statistics.median([x["seconds"] for x in rs]) if rs else None,
                          "guard_rejected": sum(x["rejected"] for x in rs),
                          "candidates": sum(x["candidates"] for x in rs)}

@@ -17,7 +17,6 @@ from . import ast as A
 from .source import Span
 
 REFERENCE_KWARGS = ("reference", "tolerance")  # the decorator's part that says what the output must be
-SPEC_CALLS = ("tag", "assume")  # plus every call whose name starts with `assert`
 
 
 @dataclass(frozen=True)
