@@ -12,7 +12,7 @@ from pathlib import Path
 from .report.model import Counterexample, Finding, KernelReport, Report, Verdict
 from .version import __version__
 
-__all__ = ["check", "relations", "invariants", "emit", "run", "Report", "KernelReport", "Finding", "Counterexample", "Verdict", "__version__"]
+__all__ = ["check", "relations", "invariants", "frozen_spec_changes", "emit", "run", "Report", "KernelReport", "Finding", "Counterexample", "Verdict", "__version__"]
 
 
 def check(source_or_path: str | PathLike | list[str | PathLike], *, engine: str = "embedded",
@@ -54,6 +54,17 @@ def invariants(rules: tuple[str, ...] | list[str] = ()) -> dict[str, dict[str, s
     from .pipeline import invariant_metadata
 
     return invariant_metadata(tuple(str(r) for r in rules))
+
+
+def frozen_spec_changes(original: str, candidate: str, *, original_path: str = "<original>",
+                        path: str = "<string>") -> list:
+    """What `candidate` (source text) changed of `original`'s frozen spec: its signature or
+    launch, reference or tolerance, tags, assumes, assertions, tagged tensors (a list of
+    lang.spec.SpecChange, empty: nothing). The API of `ave check --frozen-spec`, for agent loops
+    that must reject reward hacking before evaluating; FrontEndError when either does not parse."""
+    from .lang.spec import frozen_spec_changes as changes
+
+    return changes(original, candidate, original_path, path)
 
 
 def _source(source_or_path: str | PathLike, path: str):

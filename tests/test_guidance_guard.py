@@ -43,6 +43,14 @@ def test_the_guard_rejects_every_spec_change(kind, old, new):
         assert c.one_line().startswith(("cand.ave:", "orig.ave:")) and "error: frozen spec:" in c.one_line()
 
 
+def test_the_public_api_is_the_same_comparison():
+    import ave_decl
+
+    hack = GEMM.replace("ta[1] == tb[0]", "True")
+    assert ave_decl.frozen_spec_changes(GEMM, hack) == frozen_spec_changes(GEMM, hack, "<original>", "<string>")
+    assert ave_decl.frozen_spec_changes(GEMM, GEMM) == []
+
+
 def test_moving_an_assertion_out_of_its_loop_is_a_change():
     line = "            assert_tag(a, b, lambda ta, tb: ta[1] == tb[0])\n"
     moved = GEMM.replace(line, "").replace("    for r in range(16):", line[8:] + "    for r in range(16):")

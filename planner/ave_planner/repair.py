@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+import ave_decl
 from ave_decl.lang.errors import AveError
-from ave_decl.lang.spec import frozen_spec_changes
 
 from .agent import Agent, Edit, Task
 from .evaluate import BudgetExhausted, Evaluator
@@ -72,7 +72,8 @@ def repair(text: str, agent: Agent, mode: str, evaluator: Evaluator, task: Task 
         for k, v in prop.usage.items():
             res.usage[k] = res.usage.get(k, 0) + v
         try:
-            changes = [c.one_line() for c in frozen_spec_changes(text, prop.text, "original.ave", "candidate.ave")]
+            found = ave_decl.frozen_spec_changes(text, prop.text, original_path="original.ave", path="candidate.ave")
+            changes = [c.one_line() for c in found]
         except AveError:
             changes = []  # does not parse: the evaluation says so (and counts)
         if changes:
