@@ -1,6 +1,7 @@
 """`ave draw`: the click group (registered by cli.py) for layouts, operand maps and findings."""
 from __future__ import annotations
 
+import functools
 import sys
 
 import click
@@ -15,7 +16,6 @@ _OUT = [click.option("-o", "--output", type=click.Path(dir_okay=False), default=
 
 def _outputs(f):
     """The -o/--format options, checked before the command does any work."""
-    import functools
 
     @functools.wraps(f)
     def checked(*args, **kwargs):
@@ -83,7 +83,7 @@ def operands(instr: str, output: str | None, fmt: str | None) -> None:
 @draw.command(epilog=_EXIT)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--finding", "number", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Which finding: numbered as in the HTML report (errors first, then warnings).")
+              help="Which finding: numbered as in the HTML report (those deciding the verdict first, then the rest).")
 @_outputs
 def finding(file: str, number: int, output: str | None, fmt: str | None) -> None:
     """A finding's violating set as a lane × slot heatmap, the counterexample marked, the chain beside it."""
