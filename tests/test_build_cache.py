@@ -45,9 +45,10 @@ def test_encode_decode_keeps_types():
 
 
 @pytest.mark.parametrize("data", [
-    {"$": "Popen", "args": ["sh"]},  # a class outside the allowlist is never constructed
-    {"$": "_Point", "x": 1, "tags": {"$t": []}, "extra": 2},  # fields the class does not have
-    {"$q": []}, {"$t": 1}, {"$d": [[1]]}, {}, {"$t": [], "$s": []},
+    ["$Popen", ["l", "sh"]],  # a class outside the allowlist is never constructed
+    ["$_Point", 1, ["t"], 2],  # more fields than the class has
+    ["$_Point", 1],  # fewer
+    ["q"], ["t", {"x": 1}], ["d", 1], [], {"$t": []}, [1, 2], ["s", ["l"]],  # an unhashable member
 ])
 def test_decode_refuses_what_it_does_not_write(data):
     with pytest.raises(Undecodable):
@@ -65,12 +66,18 @@ def test_a_bad_entry_is_rebuilt_and_replaced(cache):
     assert cached(*args) == (1, 2) and len(builds) == 1
     assert cached(*args) == (1, 2) and len(builds) == 1  # read back
     entry = cache / "unit" / "k1.json"
-    for garbage in ("{not json", json.dumps({"key": "k1", "data": {"$": "Popen"}}),
-                    json.dumps({"key": "other", "data": {"$t": [9, 9]}}), "[]"):
+    for garbage in ("{not json", json.dumps({"key": "k1", "data": ["$Popen"]}),
+                    json.dumps({"key": "other", "data": ["t", 9, 9]}), "[]"):
         entry.write_text(garbage)
         assert cached(*args) == (1, 2)
     assert len(builds) == 5
     assert json.loads(entry.read_text())["key"] == "k1"
+
+
+def test_old_entries_are_pruned(cache):
+    for i in range(build_cache.KEEP + 5):
+        cached("unit", f"k{i}", lambda: i, encode, lambda d: d)
+    assert len(list((cache / "unit").glob("*.json"))) == build_cache.KEEP
 
 
 def test_disabled_cache_writes_nothing(tmp_path, monkeypatch):
