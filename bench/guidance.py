@@ -268,12 +268,16 @@ def transcript(bug_id: str, modes: tuple[str, ...] = ("result", "invariant"), bu
                 f"({res.candidates} candidates, {res.rejected} rejected by the guard)", "", "```"]
         first = feedback(mode, evaluator().evaluate(bug.text, mode)).data
         out.append("bug: " + json.dumps(first, sort_keys=True)[:600])
-        for st in res.steps:
+        steps = res.steps if len(res.steps) <= 20 else res.steps[:12] + [None] + res.steps[-4:]
+        for st in steps:
+            if st is None:
+                out.append(f"     ... {len(res.steps) - 16} more steps ...")
+                continue
             e = st.edit
             what = f"{e.kind} line {e.line}: {e.description}" if e else "(no edit record)"
             shown = json.dumps(st.feedback, sort_keys=True)
             out.append(f"{st.index:3}. {what} -> {st.outcome}, {st.counted} evaluation(s) {st.calls}: "
-                       f"{shown[:300] + ('...' if len(shown) > 300 else '')}")
+                       f"{shown[:200] + ('...' if len(shown) > 200 else '')}")
         out += ["```", ""]
         if res.fixed:
             out += ["```diff", unified(bug.text, res.fix), "```", ""]
