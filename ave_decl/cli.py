@@ -239,6 +239,9 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
     """Audit every .ave file under PATHS: parallel, cached, one bad file never stops the rest."""
     if show_time and no_timings:
         raise click.UsageError("--time and --no-timings exclude each other")
+    for option, value in (("--html", html_dir), ("--json", json_file), ("--sarif", sarif_file)):
+        if value is not None and not value.strip():
+            raise click.UsageError(f"{option} needs a path, got an empty one")
     from .audit.batch import AuditOptions
     from .audit.batch import audit as run_audit
     from .audit.cache import default_dir
@@ -249,7 +252,7 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
     from .report.suppress import write_baseline as save_baseline
     from .report.text import render, render_timings
 
-    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets or bool(html_dir)),
+    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets or html_dir is not None),
                         jobs or (os.cpu_count() or 1),
                         file_timeout, None if no_cache else Path(cache_dir) if cache_dir else default_dir())
     runner = _dask_runner(scheduler, dask_local, jobs, tuple(rules_dirs))  # None: local worker processes
@@ -282,7 +285,7 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
         except AveError:
             meta = {}
         _atomic_write(Path(sarif_file), json.dumps(to_sarif(report, meta, Path.cwd()), indent=2))
-    if html_dir:
+    if html_dir is not None:
         from .draw.html_report import write_report
 
         click.echo(f"html: wrote {write_report(report, Path(html_dir))}", err=True)
@@ -601,14 +604,11 @@ def _read_one(file: str):
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write through a temporary file beside `path`: a reader never sees half a file, and a failed
-    write (a directory in the way, no such folder) leaves nothing behind."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """report/files.write_atomic: a reader never sees half a file, a failed write leaves nothing
+    behind, and `-o /dev/stdout` or a FIFO is written, not replaced by a file (one-line exit 2)."""
+    from .report.files import write_atomic
+
+    write_atomic(path, data)
 
 
 @main.command(epilog="Exit codes: 0 no failure found, 1 a failure was found (written to --out), 2 usage.")
