@@ -236,8 +236,11 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int) -> 
                "chain_lines": chain_lines(finding)}, "modes": {}}
     for mode in MODES:
         ev = Evaluator(bug.sizes_a, bug.sizes_b, budget, run, cache, device="mi300x")
-        res = repair(bug.text, make_agent(agent, model, seed), mode, ev)
+        the_agent = make_agent(agent, model, seed)
+        res = repair(bug.text, the_agent, mode, ev)
         out = res.to_json(steps=False)
+        if getattr(the_agent, "error", None):  # an LLM endpoint that failed: the repair ended there
+            out["agent_error"] = the_agent.error
         out.pop("fix")
         if res.fixed:
             lines = changed_lines(bug.text, res.fix)
@@ -458,6 +461,11 @@ def main() -> int:
         return 0
     if args.budget < 2:
         ap.error("--budget must be at least 2")
+    if args.agent == "llm":
+        try:
+            import openai  # noqa: F401
+        except ImportError:
+            ap.error("--agent llm needs the planner's llm extra: pip install -e 'planner[llm]'")
     if args.summarize:
         records = [json.loads(x) for x in Path(args.summarize).read_text().splitlines() if x.strip()]
         print(table(summarize(records, args.budget)))
