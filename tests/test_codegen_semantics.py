@@ -63,5 +63,5 @@ def test_a_coordinate_outside_its_extent_is_a_fault_even_inside_the_tensor():
 
 def test_emit_to_a_directory_is_a_one_line_usage_error(ave, tmp_path):
     r = ave("emit", KERNELS / "wide_shifts.ave", "--target", "host", "--unverified", "-o", tmp_path)
-    assert r.code == 2 and r.err.strip() == f"error: cannot write {tmp_path}: Is a directory"
+    assert r.code == 2 and r.err.strip() == f"error: cannot write {tmp_path}: it is a directory"
     assert list(tmp_path.iterdir()) == []
