@@ -13,6 +13,8 @@ UNSAT for every query proves the obligation. Relations (rules/obligations.dl):
 """
 from __future__ import annotations
 
+from math import prod
+
 import z3
 
 from ..facts.view import KernelView
@@ -20,7 +22,7 @@ from ..hw.dtypes import DTYPE_BYTES
 from ..hw.instructions import INSTRUCTIONS
 from .chains import Alt, Expander, Step, eval_map
 from .coverage import GuardedCoverage
-from .lane_split import write_once_proved
+from .lane_split import lane_grid, loop_values, write_once_proved
 from .query import Query
 from .smt import Encoder, Instance
 
@@ -374,27 +376,17 @@ class AccessQueries:
         axes: list[tuple[str, np.ndarray]] = []
         for name in sorted(names):
             if name in loops:
-                info = self.view.loops[loops[name]]
-                lo, hi = self.enc.nodes[info.lo], self.enc.nodes[info.hi]
-                if lo.op != "const" or hi.op != "const":
+                values = loop_values(self.enc, loops[name])
+                if values is None or len(values) > 4096:
                     return None
-                axes.append((name, np.arange(lo.value, hi.value, self.enc.nodes[info.step].value)))
+                axes.append((name, np.arange(values.start, values.stop, values.step)))
             elif not name.startswith("tid:"):
                 return None
-        dims = self.enc.block_dims()
-        threads = np.arange(self.enc.block_size())
-        combos = np.stack(np.meshgrid(*[a for _, a in axes], indexing="ij"), -1).reshape(-1, len(axes)) if axes \
-            else np.zeros((1, 0), np.int64)
-        if combos.shape[0] > 4096:
+        if prod(a.size for _, a in axes) > 4096:
             return None
-        # every loop point at once: rows are loop points, columns threads
-        env: dict = {name: combos[:, i:i + 1] for i, (name, _) in enumerate(axes)}
-        rest = threads[None, :]
-        for d, extent in enumerate(dims):
-            env[f"tid:{d}"] = rest % extent
-            rest = rest // extent
+        env, shape = lane_grid(self.enc, axes)  # every loop point at once: rows loop points, columns threads
         words = np.broadcast_to(np.asarray(evaluate(self.view.kf.table, acc.addr, env), dtype=np.int64) * width
-                                // BANK_BYTES, (combos.shape[0], threads.size))
+                                // BANK_BYTES, shape)
         found = _first_conflicting_phase(words, phase)
         if found is None:
             return {}
@@ -405,7 +397,7 @@ class AccessQueries:
             distinct = np.unique(w[banks == bank])
             if distinct.size > 1:
                 lanes = [int(np.argmax(w == x)) + start for x in distinct[:2]]
-                return {"t1": lanes[0], "t2": lanes[1], **{k: int(v) for (k, _), v in zip(axes, combos[row])}}
+                return {"t1": lanes[0], "t2": lanes[1], **{k: int(env[k][row, 0]) for k, _ in axes}}
         raise AssertionError("a conflicting phase without a conflicting bank")
 
     def bank_conflicts(self, aid: int) -> list[Query]:
@@ -439,6 +431,8 @@ def _first_conflicting_phase(words, phase: int) -> tuple[int, int] | None:
     import numpy as np
 
     rows, lanes = words.shape
+    if words.size == 0:  # a loop that never runs: no phase executes the access
+        return None
     pad = (-lanes) % phase
     if pad:  # a last, partial phase: repeat its first lane (same word: no conflict added)
         words = np.concatenate([words, np.repeat(words[:, lanes - lanes % phase:][:, :1], pad, axis=1)], axis=1)

@@ -23,7 +23,7 @@ from ..facts.kernel_facts import KernelFacts
 from ..facts.view import KernelView
 from ..hw.expr import evaluate, symbols
 from .budgets import DERIVED_FACT_RLIMIT, DERIVED_FACT_WALL_MS
-from .lane_split import lane_separable
+from .lane_split import lane_grid, lane_separable, loop_values
 from .smt import Encoder, Instance
 
 
@@ -222,14 +222,13 @@ def _strides_by_enumeration(enc: Encoder, acc, runs: list[int]) -> tuple | None:
     shared: dict[str, int] = {}  # the same for both lanes of a pair: block ids, sizes, symbolic loops
     for name in sorted(names):
         if name in loops:
-            info = view.loops[loops[name]]
-            lo, hi, step = (enc.nodes[e] for e in (info.lo, info.hi, info.step))
-            if lo.op != "const" or hi.op != "const" or step.op != "const":
+            values = loop_values(enc, loops[name])
+            if values is None:
                 shared[name] = 0
                 continue
-            if len(range(lo.value, hi.value, step.value)) > 4096:  # decided before allocating (loops of 2**30)
+            if len(values) > 4096:  # decided before allocating (loops of 2**30)
                 return None
-            axes.append((name, np.arange(lo.value, hi.value, step.value)))
+            axes.append((name, np.arange(values.start, values.stop, values.step)))
         elif name.startswith("uf:"):
             return None  # an index-tensor read: Z3 decides, with the table's value ranges
         elif not name.startswith("tid:"):
@@ -238,18 +237,11 @@ def _strides_by_enumeration(enc: Encoder, acc, runs: list[int]) -> tuple | None:
         return None
     if any(a.size == 0 for _, a in axes) or np.prod([a.size for _, a in axes]) > 4096:
         return None  # an empty loop: Z3 finds that no pair executes the access
-    threads = np.arange(enc.block_size())
-    grids = np.meshgrid(*[a for _, a in axes], threads, indexing="ij")
-    env: dict = {name: g.reshape(-1, threads.size) for (name, _), g in zip(axes, grids)}
-    rest = grids[-1].reshape(-1, threads.size)
-    for d, extent in enumerate(enc.block_dims()):
-        env[f"tid:{d}"] = rest % extent
-        rest = rest // extent
-    shape = env["tid:0"].shape
+    env, shape = lane_grid(enc, axes)
     env.update(shared)  # only in added terms (lane_separable): they cancel in a lane difference
     diffs = [np.diff(np.broadcast_to(np.asarray(evaluate(view.kf.table, c, env), dtype=np.int64), shape), axis=1)
              for c in acc.coords]
-    lane = threads[:-1]
+    lane = np.arange(shape[1] - 1)
     for run in runs:
         inside = lane % run != run - 1
         picked = [d[:, inside] for d in diffs]

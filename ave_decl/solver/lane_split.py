@@ -63,6 +63,31 @@ def shared_terms(table: ExprTable, eid: int, shared: set[str]) -> list[tuple[int
     return None if names - shared else [(1, eid)]
 
 
+def loop_values(enc: Encoder, h: int) -> range | None:
+    """The iteration values of loop `h` when its bounds and step are constants (a range: its
+    length is known before anything is allocated), else None (a symbolic loop)."""
+    info = enc.view.loops[h]
+    lo, hi, step = (enc.nodes[e] for e in (info.lo, info.hi, info.step))
+    if lo.op == "const" and hi.op == "const" and step.op == "const" and step.value > 0:
+        return range(lo.value, hi.value, step.value)
+    return None
+
+
+def lane_grid(enc: Encoder, axes: list[tuple[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], tuple[int, int]]:
+    """Every (loop point, thread) at once, for numpy evaluation of index expressions: each loop
+    symbol of `axes` as a (points, 1) column, each `tid:d` as a (1, threads) row, and the full
+    shape (points, threads); points run over the axes in order, the last fastest."""
+    combos = (np.stack(np.meshgrid(*[a for _, a in axes], indexing="ij"), -1).reshape(-1, len(axes)) if axes
+              else np.zeros((1, 0), np.int64))
+    env: dict[str, np.ndarray] = {name: combos[:, i:i + 1] for i, (name, _) in enumerate(axes)}
+    threads = enc.block_size()
+    rest = np.arange(threads, dtype=np.int64)[None, :]
+    for d, extent in enumerate(enc.block_dims()):
+        env[f"tid:{d}"] = rest % extent
+        rest = rest // extent
+    return env, (combos.shape[0], threads)
+
+
 def _lane_axes(enc: Encoder, stmt: int) -> tuple[dict[str, np.ndarray], set[str]] | None:
     """Every (thread, constant-loop point) that may execute `stmt`, as flat arrays per symbol,
     and the names of its symbolic loops (shared between lanes). None when too many points."""
@@ -70,24 +95,17 @@ def _lane_axes(enc: Encoder, stmt: int) -> tuple[dict[str, np.ndarray], set[str]
     axes: list[tuple[str, np.ndarray]] = []
     symbolic: set[str] = set()
     for h in view.enclosing_loops(stmt):
-        info = view.loops[h]
-        lo, hi, step = (enc.nodes[e] for e in (info.lo, info.hi, info.step))
-        if lo.op == "const" and hi.op == "const" and step.op == "const" and step.value > 0:
-            if len(range(lo.value, hi.value, step.value)) > MAX_LANE_POINTS:
-                return None
-            axes.append((f"loop:{h}", np.arange(lo.value, hi.value, step.value, dtype=np.int64)))
-        else:
+        values = loop_values(enc, h)
+        if values is None:
             symbolic.add(f"loop:{h}")
-    threads = np.arange(enc.block_size(), dtype=np.int64)
-    if prod(a.size for _, a in axes) * threads.size > MAX_LANE_POINTS:
+        elif len(values) > MAX_LANE_POINTS:
+            return None
+        else:
+            axes.append((f"loop:{h}", np.arange(values.start, values.stop, values.step, dtype=np.int64)))
+    if prod(a.size for _, a in axes) * enc.block_size() > MAX_LANE_POINTS:
         return None
-    grids = np.meshgrid(*[a for _, a in axes], threads, indexing="ij")
-    env = {name: g.reshape(-1) for (name, _), g in zip(axes, grids)}
-    rest = grids[-1].reshape(-1)
-    for d, extent in enumerate(enc.block_dims()):
-        env[f"tid:{d}"] = rest % extent
-        rest = rest // extent
-    return env, symbolic
+    env, shape = lane_grid(enc, axes)
+    return {name: np.broadcast_to(v, shape).reshape(-1) for name, v in env.items()}, symbolic
 
 
 def write_once_proved(enc: Encoder, a1: int, a2: int) -> bool:
