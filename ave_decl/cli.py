@@ -604,9 +604,9 @@ def _read_one(file: str):
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """report/files.write_atomic: a reader never sees half a file, a failed write leaves nothing
+    """lang/files.write_atomic: a reader never sees half a file, a failed write leaves nothing
     behind, and `-o /dev/stdout` or a FIFO is written, not replaced by a file (one-line exit 2)."""
-    from .report.files import write_atomic
+    from .lang.files import write_atomic
 
     write_atomic(path, data)
 

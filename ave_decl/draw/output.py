@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from ..lang.errors import UsageError
-from ..report.files import write_atomic
+from ..lang.files import write_atomic
 
 PNG_HINT = "PNG output needs CairoSVG: pip install 'ave-decl[png]'"
 

@@ -17,11 +17,11 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ..version import __version__
+from .files import write_atomic
 
 T = TypeVar("T")
 FORMAT = 2  # bump when the encoding below changes
@@ -167,14 +167,7 @@ def _prune(folder: Path) -> None:
 
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: entries are trusted
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text.encode("utf-8"), private=True)
 
 
 def lark_parser(grammar_file: Path, **options: Any):

@@ -1,22 +1,24 @@
-"""Writing a report or an artifact to the path a user gave: atomically, so a reader never sees
-half a file, and without replacing what is not a regular file (a device, a pipe) or a link."""
+"""Writing a file atomically, so a reader never sees half of it: a report or an artifact at the
+path a user gave (without replacing what is not a regular file, a device or a pipe, or a link),
+or an entry of the build cache."""
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
 
-from ..lang.errors import UsageError
+from .errors import UsageError
 
 __all__ = ["write_atomic"]
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, private: bool = False) -> None:
     """Write `data` through a temporary file in the same directory, then rename it into place.
 
     A link is followed (the file it names is replaced, the link stays); a path that names no regular
     file, such as /dev/stdout or a FIFO, is written in place: renaming over it would replace the
-    device or pipe with a file. Every failure is a one-line UsageError (exit 2)."""
+    device or pipe with a file. Every failure is a one-line UsageError (exit 2). `private` keeps
+    the file readable by its owner only (a cache entry), else it gets the umask's permissions."""
     if os.path.exists(path) and not os.path.isfile(path):
         if os.path.isdir(path):
             raise UsageError(f"cannot write {path}: it is a directory")
@@ -34,9 +36,10 @@ def write_atomic(path: Path, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make a report others cannot read
+        if not private:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make a report others cannot read
         os.replace(tmp, target)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
