@@ -56,14 +56,18 @@ class Technique:
                 f"Must prove: {', '.join(self.must_prove)}. Expected effect: {self.effect.strip()}")
 
 
-def knowledge_dir() -> Path:
-    """The checkout's planner/knowledge (editable install), else the installed share dir."""
-    here = Path(__file__).resolve().parent.parent / "knowledge"
+def package_data(name: str) -> Path:
+    """The checkout's planner/NAME (editable install), else the installed share dir's."""
+    here = Path(__file__).resolve().parent.parent / name
     if here.is_dir():
         return here
     import sys
 
-    return Path(sys.prefix) / "share" / "ave-planner" / "knowledge"
+    return Path(sys.prefix) / "share" / "ave-planner" / name
+
+
+def knowledge_dir() -> Path:
+    return package_data("knowledge")
 
 
 def load_knowledge(directory: str | Path | None = None, rewrites: dict | None = None,

@@ -17,19 +17,14 @@ import re
 from pathlib import Path
 
 from .agent import Feedback, Proposal, Task
+from .knowledge import package_data
 
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)```", re.S)
 MAX_ANSWER_CHARS = 200_000  # a longer answer is cut (a kernel file is far smaller)
 
 
 def prompts_dir() -> Path:
-    """The checkout's planner/prompts (editable install), else the installed share dir."""
-    here = Path(__file__).resolve().parent.parent / "prompts"
-    if here.is_dir():
-        return here
-    import sys
-
-    return Path(sys.prefix) / "share" / "ave-planner" / "prompts"
+    return package_data("prompts")
 
 
 def load_prompt(name: str) -> str:
