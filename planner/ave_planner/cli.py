@@ -25,6 +25,18 @@ def _sizes(value: str) -> dict[str, int]:
     return out
 
 
+MODEL_SIZES = "M=4096,N=4096,K=4096,H=32,S=4096"
+GATE_SIZES = "M=128,N=128,K=192,H=1,S=128"
+
+
+def _used(defaults: str, text: str) -> str:
+    """The default sizes whose names the kernel's tensor shapes use (a GEMM: M, N, K; attention: H, S)."""
+    import re
+
+    used = {n for dims in re.findall(r"Tensor\[\s*\w+\s*,\s*\(([^)]*)\)", text) for n in re.findall(r"[A-Za-z_]\w*", dims)}
+    return ",".join(p for p in defaults.split(",") if p.split("=")[0] in used)
+
+
 @click.command(epilog=_EXIT)
 @click.argument("kernel", type=click.Path(dir_okay=False))
 @click.option("--target", type=click.Choice(["amdgpu", "nvptx"]), default="amdgpu", show_default=True,
@@ -34,9 +46,11 @@ def _sizes(value: str) -> dict[str, int]:
               help="one directory per episode, best.ave, trajectory.json")
 @click.option("--planner", "planner_name", type=click.Choice(["builtin", "llm"]), default="builtin",
               show_default=True, help="builtin: a bandit over the history; llm: an OpenAI-compatible endpoint")
-@click.option("--sizes", default="M=4096,N=4096,K=4096", show_default=True, help="where the model estimates")
-@click.option("--gate-sizes", default="M=128,N=128,K=192", show_default=True,
-              help="where the host run compares with the reference")
+@click.option("--sizes", default=None,
+              help="where the model estimates [default: those of M=4096,N=4096,K=4096,H=32,S=4096 the kernel uses]")
+@click.option("--gate-sizes", default=None,
+              help="where the host run compares with the reference [default: those of M=128,N=128,K=192,H=1,S=128 "
+                   "the kernel uses]")
 @click.option("--measure/--no-measure", default=True, show_default=True,
               help="time each accepted kernel on the target's GPU at --sizes when one is present")
 @click.option("--knowledge", type=click.Path(file_okay=False), default=None, help="another knowledge-base directory")
@@ -53,15 +67,16 @@ def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, measu
     from .policy import PLANNERS, History
 
     try:
-        settings = Settings(target, DEVICE_OF_TARGET[target], _sizes(sizes), _sizes(gate_sizes), measure=measure)
-    except click.BadParameter as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        sys.exit(EXIT_USAGE)
-    try:
         text = Path(kernel).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         click.echo(f"{kernel}: error: cannot read the kernel: {exc}", err=True)
         sys.exit(3)
+    try:
+        settings = Settings(target, DEVICE_OF_TARGET[target], _sizes(sizes or _used(MODEL_SIZES, text)),
+                            _sizes(gate_sizes or _used(GATE_SIZES, text)), measure=measure)
+    except click.BadParameter as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        sys.exit(EXIT_USAGE)
     out_dir = Path(out) if out else None
     try:  # a place that cannot be written is a usage error before any episode runs
         if out_dir is not None:

@@ -20,7 +20,9 @@ from .errors import KnowledgeError
 from .model import TERMS
 
 TARGETS = ("amdgpu", "nvptx", "host")
-FAMILIES = ("gemm", "any")  # "gemm": works on a recognised GEMM recipe; "any": an AST rewrite of any kernel
+# "gemm" / "attention": re-renders a recognised GEMM / attention recipe; "recipe": either;
+# "any": an AST rewrite of any kernel
+FAMILIES = ("gemm", "attention", "recipe", "any")
 _FIELDS = {"id", "title", "description", "family", "targets", "rewrite", "precondition", "parameters",
            "invariants", "effect"}
 _RELATION = re.compile(r"[a-z_][a-z0-9_]*$")

@@ -15,6 +15,7 @@ no instruction scheduling, no tails; the ranking is what it is for, not the abso
 """
 from __future__ import annotations
 
+import itertools
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -25,7 +26,10 @@ from ave_decl.lang import ast as A
 from ave_decl.lang.parser import parse_text
 from ave_decl.transform.ast_rewrite import walk
 
-TERMS = ("dram", "l2", "issue", "lds", "mma", "fma")
+TERMS = ("dram", "l2", "issue", "lds", "mma", "fma", "sfu")
+_SFU = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh"}  # transcendental: the special-function units
+_DATA_FN = _SFU | {"fmax", "fmin", "select", "abs", "cast", "lane_max", "lane_sum", "shuffle_xor", "shuffle"}
+_ONE_FLOP = {"fmax", "fmin", "select"}
 _ESIZE = {"f32": 4, "bf16": 2, "f16": 2, "fp8": 1, "bf8": 1, "i32": 4, "int32": 4, "i8": 1, "u8": 1, "i16": 2}
 
 
@@ -69,8 +73,11 @@ class _Walk:
     loops: list[tuple[str, int, int, int]] = field(default_factory=list)  # var, lo, step, trip
     counts: dict[str, float] = field(default_factory=lambda: {k: 0.0 for k in
                                                               ("global_instr", "global_sectors", "lds_wavefronts",
-                                                               "mma_flops", "fma_flops", "shared_bytes")})
+                                                               "mma_flops", "fma_flops", "sfu_ops",
+                                                               "shared_bytes")})
     async_in_loop: bool = False
+    grid: tuple[int, ...] = (1,)
+    data_names: set[str] = field(default_factory=set)  # scalars that hold data (not index arithmetic)
 
     # ------------------------------------------------------------ evaluation
     def value(self, e: A.Expr, env: dict[str, int]) -> int:
@@ -215,21 +222,64 @@ class _Walk:
             self.expr(s.value, weight, env)
             if isinstance(s.target, A.Subscript):
                 self.subscript(s.target, weight, env, load=False)
-            if isinstance(s, A.AugAssign) and isinstance(s.value, A.BinOp) and s.value.op == "*":
-                self.counts["fma_flops"] += 2 * weight
+            if self.is_data(s.value) or (isinstance(s.target, A.Name) and s.target.id in self.data_names):
+                if isinstance(s.target, A.Name):
+                    self.data_names.add(s.target.id)
+                self.counts["fma_flops"] += (self.flops(s.value) + isinstance(s, A.AugAssign)) * weight
         elif isinstance(s, A.ExprStmt):
             self.expr(s.expr, weight, env)
 
-    def loop(self, s: A.For, weight: float, env: dict[str, int]) -> None:
-        args = s.iter.args if isinstance(s.iter, A.Call) else ()
+    def is_data(self, e: A.Expr) -> bool:
+        """A float value (a literal, a load, a data builtin, a data scalar), not index arithmetic."""
+        if isinstance(e, (A.Float, A.Subscript)):
+            return True
+        if isinstance(e, A.Name):
+            return e.id in self.data_names
+        if isinstance(e, A.Call):
+            return e.func_name in _DATA_FN or any(self.is_data(a) for a in e.args)
+        if isinstance(e, A.BinOp):
+            return self.is_data(e.left) or self.is_data(e.right)
+        if isinstance(e, A.UnaryOp):
+            return self.is_data(e.operand)
+        return False
+
+    def flops(self, e: A.Expr) -> int:
+        """Vector arithmetic of a data expression (a load's indices are not counted)."""
+        if isinstance(e, A.BinOp):
+            return (e.op in ("+", "-", "*", "/")) + self.flops(e.left) + self.flops(e.right)
+        if isinstance(e, A.Call) and e.func_name != "local":
+            return (e.func_name in _ONE_FLOP) + sum(self.flops(a) for a in e.args)
+        if isinstance(e, A.UnaryOp):
+            return self.flops(e.operand)
+        return 0
+
+    def trips(self, args: tuple[A.Expr, ...], env: dict[str, int]) -> tuple[int, int, float]:
+        """(lo, step, trip count); a bound that depends on the block (causal block skipping)
+        averages the trip count over the grid's blocks along the dimensions it reads."""
         try:
             vals = [self.value(a, env) for a in args]
         except _Unknown:
-            vals = []
+            return 0, 1, 1
         lo, hi, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], vals[2] if len(vals) > 2 else 1) \
             if len(vals) >= 2 else (0, 1, 1)
-        trip = max(0, -(-(hi - lo) // step)) if step > 0 else 1
-        self.loops.append((s.var, lo, step, trip))
+        if step <= 0:
+            return lo, step, 1
+        dims = sorted({int(n.args[0].value) for a in args for n in walk_defs(a, self.defs)
+                       if isinstance(n, A.Call) and n.func_name == "block_id" and n.args and isinstance(n.args[0], A.Int)})
+        if not dims:
+            return lo, step, max(0, -(-(hi - lo) // step))
+        total, count = 0, 0
+        for point in itertools.product(*(range(0, self.grid[d], max(1, self.grid[d] // 64)) if d < len(self.grid)
+                                         else (0,) for d in dims)):
+            e = {**env, **{f"block_id({d})": b for d, b in zip(dims, point)}}
+            lo_b, hi_b = (self.value(args[0], e), self.value(args[1], e)) if len(args) > 1 else (0, self.value(args[0], e))
+            total, count = total + max(0, -(-(hi_b - lo_b) // step)), count + 1
+        return lo, step, total / count
+
+    def loop(self, s: A.For, weight: float, env: dict[str, int]) -> None:
+        args = s.iter.args if isinstance(s.iter, A.Call) else ()
+        lo, step, trip = self.trips(tuple(args), env)
+        self.loops.append((s.var, lo, step, max(1, round(trip))))
         before = self.async_in_loop
         self.body(s.body, weight * trip, {**env, s.var: lo})
         self.loops.pop()
@@ -253,6 +303,8 @@ class _Walk:
             name = e.func.id if isinstance(e.func, A.Name) else ""
             if name == "async_copy" and len(e.args) == 2:
                 self.async_in_loop = self.async_in_loop or bool(self.loops)
+            if name in _SFU:
+                self.counts["sfu_ops"] += weight
             if name in INSTRUCTIONS:
                 i = INSTRUCTIONS[name]
                 self.counts["mma_flops"] += weight / i.group_size * 2 * i.m * i.n * i.k
@@ -282,7 +334,7 @@ def _estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
     k = parse_text(text, "<model>").kernels[0]
     kw = {x.name: x.value for x in k.decorator.kwargs}
     walk = _Walk(dict(sizes), {}, {}, dev["group"], (1,))
-    grid = _dims(walk, kw.get("grid"))
+    grid = walk.grid = _dims(walk, kw.get("grid"))
     walk.block = _dims(walk, kw.get("block"))
     for p in k.params:
         ann = p.annotation
@@ -306,11 +358,24 @@ def _estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
         "lds": c["lds_wavefronts"] * dev["lanes_per_phase"] * 4 / (units * clock * dev["lds_bytes_per_clk"]),
         "mma": c["mma_flops"] / (dev["matrix_tflops"] * 1e12),
         "fma": c["fma_flops"] / (dev["vector_tflops"] * 1e12),
+        "sfu": c["sfu_ops"] / (units * clock * dev["sfu_per_clk"]),
     }
     memory = max(terms["dram"], terms["l2"], terms["issue"])
-    compute = terms["lds"] + terms["mma"] + terms["fma"]
+    compute = terms["lds"] + terms["mma"] + terms["fma"] + terms["sfu"]
     seconds = max(memory, compute) if walk.async_in_loop else memory + compute
     return Estimate(seconds, terms, {**c, "threads": threads, "footprint_bytes": footprint}, walk.async_in_loop, device)
+
+
+def walk_defs(e: A.Expr, defs: dict[str, A.Expr]):
+    """The nodes of `e` and of the definitions of the names it reads, transitively."""
+    seen: set[str] = set()
+    stack = [e]
+    while stack:
+        for n in walk(stack.pop()):
+            yield n
+            if isinstance(n, A.Name) and n.id in defs and n.id not in seen:
+                seen.add(n.id)
+                stack.append(defs[n.id])
 
 
 def _layout(walk: _Walk, e: A.Expr):

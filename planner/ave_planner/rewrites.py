@@ -2,7 +2,8 @@
 
 A candidate kernel is its `.ave` text plus, when the planner recognises it as a GEMM it can
 re-render, a `Recipe`: the template record (`ave_decl.transform.gemm_templates.GemmSpec`) and the
-AST rewrites applied after rendering (the pipeline). A structural technique (shared-memory
+AST rewrites applied after rendering (the pipeline); a naive attention kernel gets an
+`AttnRecipe` (`ave_decl.transform.attention_templates.AttnSpec`) the attention techniques change. A structural technique (shared-memory
 staging, a matrix instruction, retiling, vector copies, a swizzle) changes the record, so the
 kernel is rendered again with every earlier choice kept; a technique on any kernel is an AST
 rewrite from `ave_decl.transform`. A rewrite returns None where it does not apply (the
@@ -18,6 +19,7 @@ from typing import Callable
 from ave_decl.lang import printer
 from ave_decl.lang.parser import parse_text
 from ave_decl.transform.catalogue import pipeline_k_loop, pipeline_k_loop_3_stages, vectorize_copies, xor_swizzle_shared
+from ave_decl.transform.attention_templates import AttnSpec, render_attention_ladder
 from ave_decl.transform.gemm_templates import GemmSpec, render, valid_swizzles
 
 MATRIX_INSTRUCTIONS = {"amdgpu": ("32x32x8", "16x16x16"), "host": ("32x32x8", "16x16x16"), "nvptx": ("m16n8k16",)}
@@ -40,22 +42,34 @@ class Recipe:
 
 
 @dataclass(frozen=True)
+class AttnRecipe:
+    spec: AttnSpec
+
+    def render(self) -> str:
+        return render_attention_ladder(self.spec)
+
+
+@dataclass(frozen=True)
 class Candidate:
     text: str
-    recipe: Recipe | None = None
+    recipe: Recipe | AttnRecipe | None = None
 
 
-def recognise(text: str, path: str = "<kernel>") -> Recipe | None:
+def recognise(text: str, path: str = "<kernel>") -> Recipe | AttnRecipe | None:
     """A naive GEMM the templates can re-render: one kernel, `reference="C = A @ B"`, tensors
-    A (M, K), B (K, N), C (M, N) with f32 output, and no shared memory or matrix instruction."""
+    A (M, K), B (K, N), C (M, N) with f32 output, and no shared memory or matrix instruction; or
+    a naive attention kernel (`recognise_attention`)."""
     module = parse_text(text, path)
     if len(module.kernels) != 1 or module.imports:
         return None
     k = module.kernels[0]
     ref = next((kw.value for kw in k.decorator.kwargs if kw.name == "reference"), None)
+    shapes = {p.name: printer.expr(p.annotation) for p in k.params if p.annotation is not None}
+    if ref is not None and printer.expr(ref) in ('"O = attention(Q, K, V, causal=False)"',
+                                                 '"O = attention(Q, K, V, causal=True)"'):
+        return _attention(k, shapes, "causal=True" in printer.expr(ref))
     if ref is None or printer.expr(ref) != '"C = A @ B"':
         return None
-    shapes = {p.name: printer.expr(p.annotation) for p in k.params if p.annotation is not None}
     a = re.fullmatch(r"Tensor\[(bf16|f32), \(M, K\)\]", shapes.get("A", ""))
     b = re.fullmatch(r"Tensor\[(bf16|f32), \(K, N\)\]", shapes.get("B", ""))
     if not a or not b or a.group(1) != b.group(1) or shapes.get("C") != "Tensor[f32, (M, N)]" or len(shapes) != 3:
@@ -66,11 +80,39 @@ def recognise(text: str, path: str = "<kernel>") -> Recipe | None:
     return Recipe(GemmSpec(naive=True, input_dtype=a.group(1), name=k.name))
 
 
+def _attention(k, shapes: dict[str, str], causal: bool) -> AttnRecipe | None:
+    """A naive attention kernel the ladder re-renders: Q, K, V, O all `Tensor[f32, (H, S, 32)]`,
+    no shared memory, no matrix instruction, no lane exchange (each thread owns a query row)."""
+    if shapes != {n: "Tensor[f32, (H, S, 32)]" for n in ("Q", "K", "V", "O")}:
+        return None
+    body = printer.kernel(k)
+    if any(w in body for w in ("shared(", "mfma", "mma_", "lane_", "shuffle")):
+        return None
+    return AttnRecipe(AttnSpec(causal=causal, name=k.name))
+
+
+def _gemm(c: Candidate) -> Recipe | None:
+    return c.recipe if isinstance(c.recipe, Recipe) else None
+
+
+def _attn(c: Candidate) -> AttnSpec | None:
+    return c.recipe.spec if isinstance(c.recipe, AttnRecipe) else None
+
+
+def _reattn(c: Candidate, **changes) -> Candidate | None:
+    """The attention kernel rendered again with `changes` to its record (None if nothing changes)."""
+    spec = _attn(c)
+    assert spec is not None
+    recipe = AttnRecipe(dataclasses.replace(spec, **changes))
+    text = recipe.render()
+    return None if text == c.text else Candidate(text, recipe)
+
+
 Rewrite = Callable[[Candidate, dict], "Candidate | None"]
 
 
 def _respec(c: Candidate, **changes) -> Candidate | None:
-    assert c.recipe is not None
+    assert isinstance(c.recipe, Recipe)
     recipe = dataclasses.replace(c.recipe, spec=dataclasses.replace(c.recipe.spec, **changes))
     text = recipe.render()
     return None if text is None or text == c.text else Candidate(text, recipe)
@@ -88,7 +130,7 @@ def _tile_fits(spec: GemmSpec) -> bool:
 
 def stage_shared(c: Candidate, p: dict) -> Candidate | None:
     """Naive GEMM -> tiles of A and B staged in shared memory, scalar FMAs from them."""
-    if c.recipe is None or not c.recipe.spec.naive:
+    if _gemm(c) is None or not c.recipe.spec.naive:
         return None
     spec = dataclasses.replace(c.recipe.spec, naive=False, instruction="fma", waves_m=p["waves_m"],
                                waves_n=p["waves_n"], k_tile=p["k_tile"], copy_width=1)
@@ -99,8 +141,15 @@ def stage_shared(c: Candidate, p: dict) -> Candidate | None:
 
 
 def matrix_instruction(c: Candidate, p: dict) -> Candidate | None:
-    """Scalar FMAs from shared tiles -> one matrix instruction per wave (warp) tile and K step."""
-    if c.recipe is None or c.recipe.spec.naive or c.recipe.spec.instruction != "fma" \
+    """Scalar FMAs from shared tiles -> one matrix instruction per wave (warp) tile and K step;
+    attention (online softmax): S = Q K^T and O += P V on MFMA 32x32x8, one wave per 32 queries."""
+    a = _attn(c)
+    if a is not None:
+        if not a.online or a.instruction != "fma" or p["instruction"] != "32x32x8" \
+                or p.get("target", "host") == "nvptx":
+            return None
+        return _reattn(c, instruction="32x32x8", staged=False)
+    if _gemm(c) is None or c.recipe.spec.naive or c.recipe.spec.instruction != "fma" \
             or p["instruction"] not in MATRIX_INSTRUCTIONS[p.get("target", "host")]:
         return None
     step = {"32x32x8": 8, "16x16x16": 16, "m16n8k16": 16}[p["instruction"]]
@@ -112,7 +161,7 @@ def matrix_instruction(c: Candidate, p: dict) -> Candidate | None:
 
 def retile(c: Candidate, p: dict) -> Candidate | None:
     """Another block tile (waves along M and N) and K tile for a staged GEMM."""
-    if c.recipe is None or c.recipe.spec.naive:
+    if _gemm(c) is None or c.recipe.spec.naive:
         return None
     spec = dataclasses.replace(c.recipe.spec, waves_m=p["waves_m"], waves_n=p["waves_n"], k_tile=p["k_tile"])
     step = {"32x32x8": 8, "16x16x16": 16, "m16n8k16": 16, "fma": 1}[spec.instruction]
@@ -123,6 +172,8 @@ def retile(c: Candidate, p: dict) -> Candidate | None:
 
 def vector_copies(c: Candidate, p: dict) -> Candidate | None:
     """Coalesced scalar copies -> each thread moves `width` contiguous elements per step."""
+    if isinstance(c.recipe, AttnRecipe):
+        return None
     if c.recipe is not None:
         if c.recipe.spec.naive or c.recipe.spec.copy_width == p["width"]:
             return None
@@ -133,6 +184,8 @@ def vector_copies(c: Candidate, p: dict) -> Candidate | None:
 
 def swizzle_shared(c: Candidate, p: dict) -> Candidate | None:
     """A bijective XOR swizzle of both shared tiles (recipe), or `c ^ (r % cols)` on every access."""
+    if isinstance(c.recipe, AttnRecipe):
+        return None
     if c.recipe is not None:
         spec = c.recipe.spec
         if spec.naive or spec.nvidia or spec.swizzle_a or spec.swizzle_b or c.recipe.stages:
@@ -149,8 +202,12 @@ def swizzle_shared(c: Candidate, p: dict) -> Candidate | None:
 
 def pad_shared(c: Candidate, p: dict) -> Candidate | None:
     """`pad` more elements per row of both shared tiles (a multiple of the copy vector, so vector
-    stores stay aligned), for a staged GEMM without a swizzle."""
-    if c.recipe is None:
+    stores stay aligned), for a staged GEMM without a swizzle; for attention with matrix
+    instructions, every shared tile (P, and K and V when staged)."""
+    a = _attn(c)
+    if a is not None:
+        return None if a.instruction == "fma" else _reattn(c, pad=p["pad"])  # re-padding allowed
+    if _gemm(c) is None:
         return None
     spec = c.recipe.spec
     if spec.naive or spec.pad or spec.swizzle_a or spec.swizzle_b or p["pad"] % max(spec.copy_width, 1):
@@ -161,6 +218,8 @@ def pad_shared(c: Candidate, p: dict) -> Candidate | None:
 def pipeline(c: Candidate, p: dict) -> Candidate | None:
     """An S-stage async-copy pipeline of the K loop."""
     stages = p["stages"]
+    if isinstance(c.recipe, AttnRecipe):
+        return None
     if c.recipe is not None:
         if c.recipe.spec.naive or c.recipe.stages:
             return None
@@ -168,6 +227,35 @@ def pipeline(c: Candidate, p: dict) -> Candidate | None:
         text = recipe.render()
         return None if text is None else Candidate(text, recipe)
     return _ast(c, pipeline_k_loop if stages == 2 else pipeline_k_loop_3_stages)
+
+
+def online_softmax(c: Candidate, p: dict) -> Candidate | None:
+    """Two passes over the keys (the row max, then exp and sums) -> one pass with a running max
+    and sum that rescales the partial output whenever the max grows (flash-style)."""
+    a = _attn(c)
+    return None if a is None or a.online else _reattn(c, online=True)
+
+
+def stage_kv(c: Candidate, p: dict) -> Candidate | None:
+    """Attention on matrix instructions: `waves` waves per block share 32-key tiles of K and V
+    that the block copies into shared memory once, instead of every wave reading them."""
+    a = _attn(c)
+    if a is None or a.instruction == "fma" or a.staged:
+        return None
+    return _reattn(c, staged=True, waves=p["waves"])
+
+
+def transpose_v(c: Candidate, p: dict) -> Candidate | None:
+    """V staged transposed, (d, key): the 4 keys a lane feeds to P V's B operand are contiguous."""
+    a = _attn(c)
+    return None if a is None or not a.staged or a.v_transposed else _reattn(c, v_transposed=True)
+
+
+def skip_causal_blocks(c: Candidate, p: dict) -> Candidate | None:
+    """Causal attention: the key loop stops after the tile holding the block's last query (the
+    later tiles are fully masked)."""
+    a = _attn(c)
+    return None if a is None or not a.causal or a.skip else _reattn(c, skip=True)
 
 
 def _ast(c: Candidate, fn) -> Candidate | None:
@@ -187,6 +275,10 @@ PARAMETERS: dict[str, dict[str, tuple]] = {
     "swizzle_shared": {"bits": (1, 2, 3)},
     "pad_shared": {"pad": (2, 4, 8, 16)},
     "pipeline": {"stages": (2, 3)},
+    "online_softmax": {},
+    "stage_kv": {"waves": (2, 4)},
+    "transpose_v": {},
+    "skip_causal_blocks": {},
 }
 
 REWRITES: dict[str, Rewrite] = {
@@ -197,4 +289,8 @@ REWRITES: dict[str, Rewrite] = {
     "swizzle_shared": swizzle_shared,
     "pad_shared": pad_shared,
     "pipeline": pipeline,
+    "online_softmax": online_softmax,
+    "stage_kv": stage_kv,
+    "transpose_v": transpose_v,
+    "skip_causal_blocks": skip_causal_blocks,
 }
