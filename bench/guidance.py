@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
+import hashlib
 import json
 import os
 import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -44,7 +47,7 @@ from ave_decl.lang.source import SourceFile  # noqa: E402
 from ave_planner.agent import MODES  # noqa: E402
 from ave_planner.evaluate import CallCache, Evaluator  # noqa: E402
 from ave_planner.feedback import chain_lines, feedback  # noqa: E402
-from ave_planner.repair import repair  # noqa: E402
+from ave_planner.repair import SpecGuard, repair  # noqa: E402
 
 BUDGET = 40
 PAPER_INVARIANTS = ("ave/tag-assert", "ave/mma-k-pairing")  # explicit tag assertions + instruction pairing
@@ -74,38 +77,48 @@ def family(path: Path, text: str) -> str:
     return "GEMM" if "gemm" in path.stem or "mfma" in text else "other"
 
 
+parsed = functools.lru_cache(maxsize=256)(parse_text)  # text -> AST, shared by the guard and the runs of a bug
+
+
 def simulate(text: str, sizes: dict, seed: int = 0) -> dict:
     """One simulator run compared with the reference: the reference-run call of the experiment
-    (for `diff`: also the first differing output elements)."""
-    from ave_decl.sim.run import simulate_source
+    (for `diff`: also the first differing output elements). What `sim.run.simulate_source` does
+    for one kernel, on the memoised AST, the reference evaluated once for both uses."""
+    from ave_decl.lang.resolve import resolve_imports
+    from ave_decl.sim.interpreter import Simulator
+    from ave_decl.sim.reference import compare, evaluate_reference, reference_of
 
     try:
-        (_, r), = simulate_source(SourceFile("candidate.ave", text), sizes, shadow=False, seed=seed)
+        module = parsed(text, "candidate.ave")
+        imports = resolve_imports(module)
+        (k,) = module.kernels
+        ref = reference_of(k)
+        r = Simulator(k, imports, sizes, seed=seed, shadow=False).run()
+        want = None if ref is None or ref.output not in r.outputs else evaluate_reference(ref, r.inputs, r.sizes)
     except Exception as exc:  # noqa: BLE001 - a candidate the simulator cannot run is a failed run
         return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    ref = r.reference
     if ref is None:
         return {"ok": False, "error": "no reference"}
-    out = {"ok": bool(ref.get("ok")), "error": ref.get("why"),
-           **{k: ref.get(k) for k in ("max_abs", "rel", "mismatched", "elements", "worst_index")}}
-    if not out["ok"] and ref.get("output") in r.outputs and "mismatched" in ref:
-        out["differing"] = _differing(text, r, ref)
+    if want is None:
+        return {"ok": False, "error": f"the kernel never writes {ref.output}",
+                **{k: None for k in ("max_abs", "rel", "mismatched", "elements", "worst_index")}}
+    cmp = compare(r.outputs[ref.output], want, ref.tolerance)
+    out = {"ok": bool(cmp.get("ok")), "error": cmp.get("why"),
+           **{k: cmp.get(k) for k in ("max_abs", "rel", "mismatched", "elements", "worst_index")}}
+    if not out["ok"] and "mismatched" in cmp:
+        out["differing"] = _differing(r.outputs[ref.output], want, cmp["tol"])
     return out
 
 
-def _differing(text: str, r, ref: dict, at_most: int = 8) -> list[list[int]]:
+def _differing(got, want, tol: float, at_most: int = 8) -> list[list[int]]:
     import numpy as np
 
-    from ave_decl.sim.reference import evaluate_reference, reference_of
-
-    k = parse_text(text, "candidate.ave").kernels[0]
-    want = evaluate_reference(reference_of(k), r.inputs, r.sizes)
-    got = r.outputs[ref["output"]].astype(np.float64)
+    got = got.astype(np.float64)
     if got.shape != want.shape:
         return []
     scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
     with np.errstate(all="ignore"):
-        bad = np.argwhere(~(np.abs(got - want) <= ref["tol"] * scale))
+        bad = np.argwhere(~(np.abs(got - want) <= tol * scale))
     return [[int(i) for i in row] for row in bad[:at_most]]
 
 
@@ -121,55 +134,111 @@ def _sizes(path: Path, text: str) -> tuple[dict, dict]:
     return a, b
 
 
-def corpus(fast: bool, only: list[str] | None, seed: int) -> tuple[list[Bug], dict]:
-    """The output-changing bugs, and how many candidates were dropped and why."""
-    import mutants as MB
-
+def workload_bugs(wl: Path, fast: bool, seed: int) -> tuple[list[Bug], dict]:
+    """The output-changing bugs of one workload (its mutants, then its broken catalogue
+    transformations), and how many candidates were left out and why."""
     from ave_decl.testing.mutate import mutants
     from ave_decl.transform.catalogue import MUTATIONS
 
+    text = wl.read_text()
+    a, b = _sizes(wl, text)
+    made = [(m.operator, f"{m.operator}@{m.line}", m.text, "mutant")
+            for m in mutants(text, list(FAST[1]) if fast else None, first_only=False)]
+    if not fast:
+        module = parse_text(text, str(wl))
+        for name, fn in MUTATIONS.items():
+            changed = fn(module)
+            if changed != module:
+                made.append((name, name, printer.module(changed), "catalogue"))
     bugs, dropped = [], {"output unchanged": 0, "not simulated": 0}
-    for wl in MB.workloads(False, [FAST[0]] if fast else only):
-        text = wl.read_text()
-        a, b = _sizes(wl, text)
-        made = [(m.operator, f"{m.operator}@{m.line}", m.text, "mutant")
-                for m in mutants(text, list(FAST[1]) if fast else None, first_only=False)]
-        if not fast:
-            module = parse_text(text, str(wl))
-            for name, fn in MUTATIONS.items():
-                changed = fn(module)
-                if changed != module:
-                    made.append((name, name, printer.module(changed), "catalogue"))
-        for operator, tag, bug_text, source in made:
-            try:
-                canonical = printer.module(parse_text(bug_text, "bug.ave"))
-            except Exception:  # noqa: BLE001 - a bug that does not print back is not a repair task
-                dropped["not simulated"] += 1
-                continue
-            truth = simulate(canonical, a, seed)
-            if truth.get("error") and "mismatched" not in truth:
-                dropped["not simulated"] += 1
-                continue
-            if truth["ok"]:
-                dropped["output unchanged"] += 1
-                continue
-            bugs.append(Bug(f"{wl.stem}~{tag}", wl.stem, family(wl, text), source, operator, canonical, a, b))
-    if fast:  # the first bug of each of the two operators
-        bugs = [next(b for b in bugs if b.operator == op) for op in FAST[1]]
-    return _round_robin(bugs), dropped
+    for operator, tag, bug_text, source in made:
+        try:
+            canonical = printer.module(parse_text(bug_text, "bug.ave"))
+        except Exception:  # noqa: BLE001 - a bug that does not print back is not a repair task
+            dropped["not simulated"] += 1
+            continue
+        truth = simulate(canonical, a, seed)
+        if truth.get("error") and "mismatched" not in truth:
+            dropped["not simulated"] += 1
+            continue
+        if truth["ok"]:
+            dropped["output unchanged"] += 1
+            continue
+        bugs.append(Bug(f"{wl.stem}~{tag}", wl.stem, family(wl, text), source, operator, canonical, a, b))
+    return bugs, dropped
+
+
+def corpus_key(files: list[Path], fast: bool, only: list[str] | None, seed: int) -> str:
+    """The hash of everything the corpus is a function of: the workloads' text, the code that
+    mutates, parses, prints and simulates them (all of ave_decl, bench/mutants.py and this file),
+    and the arguments. Any change to one of them is another key, so a cached corpus is never
+    stale."""
+    code = sorted((ROOT / "ave_decl").rglob("*.py")) + [ROOT / "bench" / "mutants.py", Path(__file__).resolve()]
+    h = hashlib.sha256(json.dumps([fast, sorted(only or []), seed]).encode())
+    for f in code + files:
+        h.update(str(f.relative_to(ROOT) if f.is_relative_to(ROOT) else f).encode() + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("AVE_GUIDANCE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ave", "guidance")
+    return Path(base)
+
+
+def _cached(path: Path, key: str) -> tuple[list[Bug], dict] | None:
+    """The corpus stored at `path` if it was made under `key` (anything else, a stale or
+    unreadable entry included, is a miss: the corpus is built again)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("key") != key:
+            return None
+        return [Bug(**b) for b in data["bugs"]], dict(data["dropped"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def corpus(fast: bool, only: list[str] | None, seed: int, pool=None, cache: bool = True) -> tuple[list[Bug], dict]:
+    """The output-changing bugs (interleaved: `_round_robin`), and how many candidates were left
+    out and why. Built once per key (`corpus_key`) and kept in `cache_dir()`; the workloads are
+    simulated in `pool` when one is given."""
+    import mutants as MB
+
+    files = MB.workloads(False, [FAST[0]] if fast else only)
+    key = corpus_key(files, fast, only, seed)
+    path = cache_dir() / f"corpus-{key[:24]}.json"
+    found = _cached(path, key) if cache else None
+    if found is None:
+        parts = list((pool.map if pool else map)(workload_bugs, files, [fast] * len(files), [seed] * len(files)))
+        bugs = [b for part, _ in parts for b in part]
+        dropped = {k: sum(d[k] for _, d in parts) for k in ("output unchanged", "not simulated")}
+        if fast:  # the first bug of each of the two operators
+            bugs = [next(b for b in bugs if b.operator == op) for op in FAST[1]]
+        if cache:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write(str(path), json.dumps({"key": key, "bugs": [asdict(b) for b in bugs], "dropped": dropped}))
+        found = bugs, dropped
+    return _round_robin(found[0]), found[1]
+
+
+def _interleave(groups: list[list]) -> list:
+    """The first of each group, then the second of each, ..."""
+    out, i = [], 0
+    while len(out) < sum(map(len, groups)):
+        out += [q[i] for q in groups if i < len(q)]
+        i += 1
+    return out
 
 
 def _round_robin(bugs: list[Bug]) -> list[Bug]:
-    """Workloads interleaved (first bug of each, then the second, ...): the first N bugs of a run
-    cut short are a spread over the workloads, not the first workloads only."""
-    by: dict[str, list[Bug]] = {}
+    """Workloads interleaved, and within a workload its operators (and broken transformations)
+    interleaved: the first N bugs of a run cut short (`--limit N`) are a spread over the
+    workloads and the operators, not the first workloads or the first operator of each."""
+    by: dict[str, dict[str, list[Bug]]] = {}
     for b in bugs:
-        by.setdefault(b.workload, []).append(b)
-    out, i = [], 0
-    while len(out) < len(bugs):
-        out += [q[i] for q in by.values() if i < len(q)]
-        i += 1
-    return out
+        by.setdefault(b.workload, {}).setdefault(b.operator, []).append(b)
+    return _interleave([_interleave(list(ops.values())) for ops in by.values()])
 
 
 def changed_lines(before: str, after: str) -> list[int]:
@@ -221,11 +290,14 @@ def make_agent(kind: str, model: str | None, seed: int = 0):
     return SearchAgent()
 
 
-def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int) -> dict:
-    """Every mode on one bug (their calls answered once from a shared cache, each still counted)."""
+def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int, memo: bool = True) -> dict:
+    """Every mode on one bug. With `memo` (the default), the modes' calls are answered once from
+    a shared cache, each still counted in every mode that asks it, and the frozen-spec guard's
+    answers are shared too; without, every mode starts afresh (the same records, slower:
+    tests/test_guidance.py compares them)."""
     from ave_planner.evaluate import check_summary
 
-    cache = CallCache()
+    cache, guard = CallCache(), SpecGuard(bug.text, parsed)
     run = (lambda text, sizes: simulate(text, sizes, seed))
     first = cache.get(("check", bug.text), lambda: check_summary(bug.text))[0]
     finding = first["findings"][0] if first["findings"] else None
@@ -235,9 +307,12 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int) -> 
                "invariant": finding["invariant"], "line": (finding.get("location") or {}).get("line"),
                "chain_lines": chain_lines(finding)}, "modes": {}}
     for mode in MODES:
+        if not memo:
+            parsed.cache_clear()
+            cache, guard = CallCache(), SpecGuard(bug.text)
         ev = Evaluator(bug.sizes_a, bug.sizes_b, budget, run, cache, device="mi300x")
         the_agent = make_agent(agent, model, seed)
-        res = repair(bug.text, the_agent, mode, ev)
+        res = repair(bug.text, the_agent, mode, ev, guard=guard)
         out = res.to_json(steps=False)
         if getattr(the_agent, "error", None):  # an LLM endpoint that failed: the repair ended there
             out["agent_error"] = the_agent.error
@@ -393,26 +468,21 @@ def _one(args: tuple) -> dict:
 
 def run(fast: bool = False, budget: int = BUDGET, jobs: int = 1, only: list[str] | None = None,
         limit: int | None = None, agent: str = "search", model: str | None = None, seed: int = 0,
-        progress=None) -> dict:
+        progress=None, cache: bool = True) -> dict:
+    """The experiment: the corpus (from `cache_dir()` when `cache`), then every bug in every mode,
+    bugs in parallel over `jobs` processes (records in corpus order)."""
     t0 = time.perf_counter()
     budget = FAST[2] if fast else budget
-    bugs, dropped = corpus(fast, only, seed)
-    if limit:
-        bugs = bugs[:limit]
-    work = [(b, budget, agent, model, seed) for b in bugs]
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            records = []
-            for rec in pool.map(_one, work):
-                records.append(rec)
-                if progress:
-                    progress(rec)
-    else:
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) if jobs > 1 else nullcontext() as pool:
+        bugs, dropped = corpus(fast, only, seed, pool, cache)
+        if limit:
+            bugs = bugs[:limit]
+        work = [(b, budget, agent, model, seed) for b in bugs]
         records = []
-        for w in work:
-            records.append(_one(w))
+        for rec in (pool.map if pool else map)(_one, work):
+            records.append(rec)
             if progress:
-                progress(records[-1])
+                progress(rec)
     return {"summary": summarize(records, budget), "dropped": dropped, "agent": agent, "model": model,
             "seed": seed, "wall_s": time.perf_counter() - t0, "jobs": jobs, "records": records}
 

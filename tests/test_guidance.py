@@ -4,6 +4,7 @@ candidate before evaluation. It asserts that the harness works, never its figure
 docs/agent-guidance.md's, from the full run)."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -24,12 +25,12 @@ from ave_planner.repair import repair  # noqa: E402
 
 @pytest.fixture(scope="module")
 def bug():
-    bugs, _ = guidance.corpus(True, None, 0)
+    bugs, _ = guidance.corpus(True, None, 0, cache=False)
     return bugs[0]
 
 
 def test_the_fast_slice_runs_every_mode_within_the_budget():
-    result = guidance.run(fast=True, jobs=1)
+    result = guidance.run(fast=True, jobs=1, cache=False)
     s = result["summary"]
     assert s["bugs"] == 2 and set(s["overall"]) == set(MODES)
     for rec in result["records"]:
@@ -78,3 +79,53 @@ def test_feedback_modes_are_pure_functions_of_one_evaluation(bug):
     assert set(site) == {"verdict", "findings", "output_matches", "accepted"}
     assert all(set(f) == {"invariant", "line"} for f in site["findings"])
     assert set(feedback("result", e).data) == {"output_matches", "accepted"}
+
+
+def _without_times(rec: dict) -> dict:
+    return {**rec, "modes": {m: {k: v for k, v in x.items() if k != "seconds"} for m, x in rec["modes"].items()}}
+
+
+def test_the_shared_memo_changes_no_record(bug):
+    """The modes of a bug share call answers, guard answers and parsed texts (for the wall time);
+    each mode starting afresh gives the same record, evaluation counts and trajectories included."""
+    shared = guidance.run_bug(bug, 6, "search", None, 0, memo=True)
+    fresh = guidance.run_bug(bug, 6, "search", None, 0, memo=False)
+    assert _without_times(shared) == _without_times(fresh)
+    assert any(step["counted"] for m in shared["modes"].values() for step in m["trajectory"])
+
+
+def test_the_corpus_is_cached_under_the_hash_of_its_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("AVE_GUIDANCE_CACHE", str(tmp_path))
+    bugs, dropped = guidance.corpus(True, None, 0)
+    (entry,) = tmp_path.glob("corpus-*.json")
+    data = json.loads(entry.read_text())
+    assert [b["id"] for b in data["bugs"]] == [b.id for b in bugs]
+    # a stored entry made under the same key is what the next call returns (it is read) ...
+    data["bugs"] = data["bugs"][:1]
+    entry.write_text(json.dumps(data))
+    assert [b.id for b in guidance.corpus(True, None, 0)[0]] == [bugs[0].id]
+    # ... and one whose key is not the sources' hash is stale: rebuilt, then rewritten
+    data["key"] = "0" * 64
+    entry.write_text(json.dumps(data))
+    again, _ = guidance.corpus(True, None, 0)
+    assert [b.id for b in again] == [b.id for b in bugs]
+    assert json.loads(entry.read_text())["key"] != data["key"]
+    entry.write_text("{not json")
+    assert [b.id for b in guidance.corpus(True, None, 0)[0]] == [b.id for b in bugs]
+
+
+def test_the_corpus_key_follows_the_workloads_text_and_the_arguments(tmp_path):
+    wl = tmp_path / "w.ave"
+    wl.write_text("a")
+    key = guidance.corpus_key([wl], False, None, 0)
+    assert guidance.corpus_key([wl], False, None, 0) == key
+    assert guidance.corpus_key([wl], False, None, 1) != key and guidance.corpus_key([wl], True, None, 0) != key
+    wl.write_text("b")
+    assert guidance.corpus_key([wl], False, None, 0) != key
+
+
+def test_a_cut_short_run_is_a_spread_over_workloads_and_operators():
+    B = guidance.Bug
+    bugs = [B(f"{w}~{o}{i}", w, "GEMM", "mutant", o, "", {}, {}) for w in ("u", "v") for o in ("p", "q")
+            for i in range(2)]
+    assert [b.id for b in guidance._round_robin(bugs)][:4] == ["u~p0", "v~p0", "u~q0", "v~q0"]

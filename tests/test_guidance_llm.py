@@ -61,7 +61,7 @@ def endpoint():
 
 
 def test_the_llm_agent_repairs_a_bug_through_the_loopback_replay(endpoint):
-    bugs, _ = guidance.corpus(True, None, 0)
+    bugs, _ = guidance.corpus(True, None, 0, cache=False)
     bug = next(b for b in bugs if b.id == REPLAY["bug"])
     agent = LLMAgent(model="replay-model", base_url=endpoint, api_key="test", price_in=2.0, price_out=8.0)
     ev = Evaluator(bug.sizes_a, bug.sizes_b, 10, guidance.simulate, CallCache())

@@ -112,6 +112,12 @@ class Evaluator:
         sizes = self.sizes_a if which == "a" else self.sizes_b
         return self._call(("run", tuple(sorted(sizes.items())), text), lambda: self._run(text, sizes))
 
+    def estimate(self, text: str) -> float | None:
+        """The performance model's estimate at the first sizes: not a call of the verifier or of
+        the reference run, so never counted (and memoised with the calls' answers)."""
+        key = ("estimate", self.device, tuple(sorted(self.sizes_a.items())), text)
+        return self.cache.get(key, lambda: {"s": _estimate(text, self.sizes_a, self.device)})[0]["s"]
+
     def evaluate(self, text: str, mode: str) -> Evaluation:
         """The gates in the mode's order, stopping at the first failure (BudgetExhausted when a
         call is over the budget; the calls made so far stay counted)."""
@@ -126,7 +132,7 @@ class Evaluator:
             ev.calls.append("run")
             ev.run_a = self.run(text, "a")
             if mode == "result+perf" and self.device and not ev.run_a.get("error"):
-                ev.estimate_s = _estimate(text, self.sizes_a, self.device)
+                ev.estimate_s = self.estimate(text)
             return bool(ev.run_a.get("ok"))
 
         if all(gate() for gate in ((check, run_a) if mode in CHECK_FIRST else (run_a, check))):

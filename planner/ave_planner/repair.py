@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
-import ave_decl
+from ave_decl.lang import ast as A
 from ave_decl.lang.errors import AveError
+from ave_decl.lang.parser import parse_text
+from ave_decl.lang.spec import spec_changes
 
 from .agent import Agent, Edit, Task
 from .evaluate import BudgetExhausted, Evaluator
@@ -50,8 +53,39 @@ class RepairResult:
         return d
 
 
-def repair(text: str, agent: Agent, mode: str, evaluator: Evaluator, task: Task = Task("repair")) -> RepairResult:
-    """Repair `text` with `agent` under feedback `mode` within `evaluator`'s budget."""
+class SpecGuard:
+    """The frozen-spec guard of one kernel (`ave check --frozen-spec`'s API on ASTs): the original
+    is parsed once and each candidate's answer kept by its text, because the modes of one bug
+    propose many of the same candidates and parsing is most of the guard's time. A pure
+    function of the two texts, so the memo changes no answer. `parse` may be a memoised parser
+    shared with the evaluation (it is called with the candidate's text and path)."""
+
+    def __init__(self, original: str, parse: Callable[[str, str], A.Module] = parse_text) -> None:
+        self.parse = parse
+        try:
+            self.original: A.Module | None = parse_text(original, "original.ave")
+        except AveError:
+            self.original = None  # a bug that does not parse: no spec to freeze
+        self.answers: dict[str, list[str]] = {}
+
+    def changes(self, candidate: str) -> list[str]:
+        """The spec changes as one-line errors; none for a candidate that does not parse (its
+        evaluation says so, and counts)."""
+        if candidate not in self.answers:
+            try:
+                found = [] if self.original is None else spec_changes(self.original,
+                                                                      self.parse(candidate, "candidate.ave"))
+                self.answers[candidate] = [c.one_line() for c in found]
+            except AveError:
+                self.answers[candidate] = []
+        return self.answers[candidate]
+
+
+def repair(text: str, agent: Agent, mode: str, evaluator: Evaluator, task: Task = Task("repair"),
+           guard: SpecGuard | None = None) -> RepairResult:
+    """Repair `text` with `agent` under feedback `mode` within `evaluator`'s budget (`guard`:
+    the frozen-spec guard of `text`, shared by the repairs of one bug)."""
+    guard = guard or SpecGuard(text)
     agent_s = 0.0
     res = RepairResult(mode, agent.name, False, 0, 0, 0, 0.0)
     try:
@@ -71,11 +105,7 @@ def repair(text: str, agent: Agent, mode: str, evaluator: Evaluator, task: Task 
             break
         for k, v in prop.usage.items():
             res.usage[k] = res.usage.get(k, 0) + v
-        try:
-            found = ave_decl.frozen_spec_changes(text, prop.text, original_path="original.ave", path="candidate.ave")
-            changes = [c.one_line() for c in found]
-        except AveError:
-            changes = []  # does not parse: the evaluation says so (and counts)
+        changes = guard.changes(prop.text)
         if changes:
             res.rejected += 1
             last = rejected(mode, changes)
