@@ -10,10 +10,15 @@
 #    a failed torch install leaves the check running without the comparison).
 # 3. bench/device/gpu_run.py: every nvptx example at several sizes against its reference, then a
 #    bf16 GEMM at 4096^3 and 8192^3 against cuBLAS. Results in $OUT/nvptx_results.json if $OUT is set.
+# 4. `ave optimize examples/gemm_naive.ave --target nvptx --measure` (ave-planner, issue 14): every
+#    accepted kernel timed on the GPU at the model's sizes beside the model's estimate, within
+#    $AVE_H200_OPTIMIZE_S seconds (default 150, kept back from step 3); its table in the log and
+#    its episodes under $OUT/optimize if $OUT is set. A timeout here does not change the exit code.
 # Exit: the driver's (0 all ok, 1 a mismatch or error), 2 no GPU / driver, 3 an install failed.
 set -uo pipefail
 
 TOTAL_S=${AVE_H200_TOTAL_S:-470}   # the whole script, installs included
+OPTIMIZE_S=${AVE_H200_OPTIMIZE_S:-150}   # step 4 (ave optimize --measure)
 VENV=${AVE_H200_VENV:-/tmp/ave-h200-venv}
 cd "$(dirname "$0")/../.." || exit 2
 START=$SECONDS
@@ -69,12 +74,12 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check --progress-bar off -q)
 
-step "pip install: ave-decl, ave-nvptx[toolchain,cuda], $BINDINGS"
-INSTALLED="import ave_decl, ave_nvptx, cuda.bindings, sys; sys.exit(cuda.bindings.__version__.split('.')[0] != '$BINDINGS_MAJOR')"
+step "pip install: ave-decl, ave-nvptx[toolchain,cuda], ave-planner, $BINDINGS"
+INSTALLED="import ave_decl, ave_nvptx, ave_planner, cuda.bindings, sys; sys.exit(cuda.bindings.__version__.split('.')[0] != '$BINDINGS_MAJOR')"
 if "$VENV/bin/python" -c "$INSTALLED" 2>/dev/null && [ -z "${AVE_H200_REINSTALL:-}" ]; then
     echo "already installed (editable: the checkout's code is what runs); AVE_H200_REINSTALL=1 reinstalls"
 else
-    if ! timeout "$(install_s 150)" "${PIP[@]}" install -e . -e 'backends/nvptx[toolchain,cuda]' "$BINDINGS"; then
+    if ! timeout "$(install_s 150)" "${PIP[@]}" install -e . -e 'backends/nvptx[toolchain,cuda]' -e planner "$BINDINGS"; then
         echo "installing the project failed or ran out of time" >&2
         exit 3
     fi
@@ -92,7 +97,7 @@ fi
 "$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "available:", torch.cuda.is_available())' 2>/dev/null || true
 "$VENV/bin/python" -c 'import cuda.bindings; print("cuda-bindings", cuda.bindings.__version__)' 2>/dev/null || true
 
-BUDGET=$(( $(left) - 10 ))
+BUDGET=$(( $(left) - 10 - OPTIMIZE_S ))
 step "check (budget $BUDGET s)"
 if [ "$BUDGET" -lt 60 ]; then
     echo "less than a minute left after the installs: run again (the venv is reused)" >&2
@@ -105,5 +110,17 @@ if [ -n "${OUT:-}" ]; then
 fi
 timeout "$BUDGET" "$VENV/bin/python" bench/device/gpu_run.py --target nvptx --budget $((BUDGET - 15)) 2>&1 | tee "$LOG"
 RC=${PIPESTATUS[0]}
+
+OPT_S=$(( $(left) - 5 ))
+step "ave optimize examples/gemm_naive.ave --target nvptx --measure (budget $OPT_S s)"
+OPT_OUT=/tmp/ave-h200-optimize
+[ -n "${OUT:-}" ] && OPT_OUT="$OUT/optimize"
+if [ "$OPT_S" -ge 30 ]; then
+    timeout "$OPT_S" "$VENV/bin/ave" optimize examples/gemm_naive.ave --target nvptx --budget 8 --measure \
+        --out "$OPT_OUT" 2>&1 | tee -a "$LOG"
+    echo "ave optimize: exit ${PIPESTATUS[0]} (124: out of time; its finished episodes are in $OPT_OUT)"
+else
+    echo "no time left for ave optimize"
+fi
 step "done: exit $RC"
 exit "$RC"
