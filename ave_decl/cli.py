@@ -142,10 +142,13 @@ def _frozen_spec_gate(original: str, sources: list) -> None:
 @click.option("--frozen-spec", "frozen_spec", type=click.Path(exists=True, dir_okay=False), default=None,
               metavar="ORIGINAL", help="Reject (exit 1, nothing checked) a file whose signature, reference, tags, "
                                        "assumes or assertions differ from ORIGINAL's, or that drops a tagged tensor.")
+@click.option("--proof-cache", "proof_cache", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Remember proved queries in DIR/proofs and reuse them in later runs (agent loops: a candidate's "
+                   "unchanged obligations are not solved again); also $AVE_PROOF_CACHE.")
 def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: float | None,
           rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, no_violation_sets: bool, show_time: bool,
           verbose: bool, no_timings: bool = False, print_relations: tuple[str, ...] = (),
-          frozen_spec: str | None = None) -> None:
+          frozen_spec: str | None = None, proof_cache: str | None = None) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
     from .report.text import render
@@ -157,7 +160,8 @@ def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: f
     if frozen_spec is not None:
         _frozen_spec_gate(frozen_spec, sources)
     opts = Options(engine, timeout, rules_dirs, engine_timeout, confirm, not no_violation_sets,
-                   print_relations=tuple(print_relations))
+                   print_relations=tuple(print_relations),
+                   proof_cache=proof_cache or os.environ.get("AVE_PROOF_CACHE") or None)
     dumps: list = []  # --print-relation: one RelationDump per kernel and relation
     report = run(sources, opts, errors, dumps)
     for k in report.kernels:
@@ -252,9 +256,14 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
     from .report.suppress import write_baseline as save_baseline
     from .report.text import render, render_timings
 
-    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets or html_dir is not None),
-                        jobs or (os.cpu_count() or 1),
-                        file_timeout, None if no_cache else Path(cache_dir) if cache_dir else default_dir())
+    cache = None if no_cache else Path(cache_dir) if cache_dir else default_dir()
+    # proved queries live beside the verdicts (local workers only: a Dask worker elsewhere would
+    # fill a folder of its own machine that the client never reads)
+    on_dask = scheduler is not None or dask_local is not None
+    proofs = str(cache) if cache is not None and not on_dask else None
+    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets or html_dir is not None,
+                                proof_cache=proofs),
+                        jobs or (os.cpu_count() or 1), file_timeout, cache)
     runner = _dask_runner(scheduler, dask_local, jobs, tuple(rules_dirs))  # None: local worker processes
     bars: list = []
     if sys.stdout.isatty() and not quiet:

@@ -29,7 +29,7 @@ from .lang.source import SourceFile
 from .report.model import ErrorReport, KernelReport, Location, Report, Verdict
 from .report.relations import RelationDump, RelationTuple
 from .report.suppress import annotate
-from .solver import fast_z3
+from .solver import fast_z3, proof_memo
 from .solver.derived_facts import add_semantic_facts
 from .solver.solve import KernelSolver
 
@@ -43,6 +43,7 @@ class Options:
     confirm: bool = False
     violation_sets: bool = True
     print_relations: tuple[str, ...] = ()  # `--print-relation`: relations whose tuples are dumped
+    proof_cache: str | None = None  # a folder whose proof file backs the proof memo (solver/proof_memo.py)
 
 
 @dataclass
@@ -98,6 +99,7 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
         relations: list[RelationDump] | None = None) -> Report:
     """Check every kernel; with `opts.print_relations`, the tuples of those relations are
     appended to `relations` (one RelationDump per kernel and relation)."""
+    proof_memo.MEMO.attach(proof_memo.store_path(opts.proof_cache) if opts.proof_cache else None)
     with fast_z3():
         return _run(sources, opts, read_errors, relations)
 

@@ -22,6 +22,7 @@ import z3
 from ..facts.kernel_facts import KernelFacts
 from ..facts.view import KernelView
 from ..hw.expr import evaluate, symbols
+from . import proof_memo
 from .budgets import DERIVED_FACT_RLIMIT, DERIVED_FACT_WALL_MS
 from .lane_split import lane_grid, lane_separable, loop_values
 from .smt import Encoder, Instance
@@ -33,7 +34,16 @@ def _query_solver(enc: Encoder, formulas: list[z3.BoolRef]) -> z3.Solver:
 
 
 def _unsat(enc: Encoder, constraints: list[z3.BoolRef]) -> bool:
-    return _query_solver(enc, [*constraints, *enc.side]).check() == z3.unsat
+    """Whether the constraints are proved unsatisfiable within the derived-fact budget (or
+    were proved so before: solver/proof_memo.py)."""
+    formulas = [*constraints, *enc.side]
+    key = enc.query_key(formulas) if proof_memo.enabled() else None
+    if proof_memo.MEMO.proved(key):
+        return True
+    proved = _query_solver(enc, formulas).check() == z3.unsat
+    if proved:
+        proof_memo.MEMO.remember(key)
+    return proved
 
 
 def add_semantic_facts(kf: KernelFacts) -> None:

@@ -16,6 +16,7 @@ import z3
 from ..facts.view import KernelView
 from . import budgets
 from .divmod import DivModSimplifier
+from .proof_memo import FormulaDigester
 
 BV_WIDTH = 32
 NORMALISE_DIVMOD = True  # bench/divmod.py turns it off to measure the normalisation's effect
@@ -58,6 +59,7 @@ class Encoder:
         self.index_reads: list[tuple[str, list[z3.ArithRef], z3.ArithRef]] = []  # of the last query_solver
         self._normaliser: DivModSimplifier | None = None  # shared by this kernel's queries
         self._base: list[z3.BoolRef] | None = None
+        self._digester: FormulaDigester | None = None  # proof_memo keys of this kernel's queries
 
     def normaliser(self) -> DivModSimplifier:
         """The kernel's div/mod simplifier: queries share instances, chains and base
@@ -72,6 +74,15 @@ class Encoder:
         self._ranged.append(var)
         if self._normaliser is not None and self._normaliser.knows(var.get_id()):
             self._normaliser = None  # a rewrite memoised before this range was known
+        if self._digester is not None and self._digester.knows(var.get_id()):
+            self._digester.forget()  # a digest made before this range was known
+
+    def query_key(self, formulas: list[z3.BoolRef]) -> bytes | None:
+        """The proof memo's key of a query's formulas with the ranges of their variables
+        (solver/proof_memo.py); None when the query is not digested."""
+        if self._digester is None:
+            self._digester = FormulaDigester(self.ctx, self.ranges)
+        return self._digester.key(formulas)
 
     def int_var(self, name: str) -> z3.ArithRef:
         return z3.Int(name, self.ctx)

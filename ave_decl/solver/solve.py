@@ -14,7 +14,7 @@ from ..facts.view import KernelView
 from ..hw.instructions import INSTRUCTIONS
 from ..lang.errors import RuleError
 from ..report.model import ChainPoint, Counterexample, Finding, Location, Side, Verdict
-from . import budgets
+from . import budgets, proof_memo
 from .access_queries import BANKS, AccessQueries
 from .barrier_queries import PATH_RELATIONS, BarrierQueries, path_message
 from .budgets import SMALL_MODEL_RLIMIT
@@ -84,6 +84,7 @@ class KernelSolver:
         self.timeout_ms = max(1, int(timeout_s * 1000))
         self.access.guarded.timeout_ms = self.timeout_ms
         self.base = self.enc.base_constraints()
+        self.use_proof_memo = proof_memo.enabled()
         self._base_side = self.enc.side_snapshot()
 
     # ----------------------------------------------------------- findings
@@ -147,8 +148,13 @@ class KernelSolver:
                 formulas = self.formulas(q)  # builds the deferred kills: ids of user rules are data too
             except (KeyError, IndexError):
                 raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site)) from None
+            key = self._memo_key(formulas)
+            if proof_memo.MEMO.proved(key):
+                continue
             solver = self.enc.query_solver(self.timeout_ms, formulas)
             result = z3.unsat if self.enc.proved_within_budget(solver, self.timeout_ms) else solver.check()
+            if result == z3.unsat:
+                proof_memo.MEMO.remember(key)
             if result == z3.sat:
                 model = self._small_model(solver)
                 cex = self._counterexample(model, q, relation)
@@ -184,9 +190,19 @@ class KernelSolver:
         counterexamples are the full query's."""
         if not has_deferred(q.constraints):
             return False
-        solver = self.enc.query_solver(self.timeout_ms, [*self.base, *relaxed(q.constraints), q.violated,
-                                                         *self.enc.side])
-        return self.enc.proved_within_budget(solver, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])
+        formulas = [*self.base, *relaxed(q.constraints), q.violated, *self.enc.side]
+        key = self._memo_key(formulas)
+        if proof_memo.MEMO.proved(key):
+            return True
+        solver = self.enc.query_solver(self.timeout_ms, formulas)
+        proved = self.enc.proved_within_budget(solver, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])
+        if proved:
+            proof_memo.MEMO.remember(key)
+        return proved
+
+    def _memo_key(self, formulas: list[z3.BoolRef]) -> bytes | None:
+        """The proof memo's key of a query (solver/proof_memo.py), None when the memo is off."""
+        return self.enc.query_key(formulas) if self.use_proof_memo else None
 
     def _fix_hint(self, relation: str, q: Query, cex: Counterexample) -> dict | None:
         """Where the missing barrier / wait / mask goes (solver/hints.py)."""
@@ -224,15 +240,31 @@ class KernelSolver:
         return {name: [list(e) for e in sorted(entries)] for name, entries in sorted(out.items())}
 
     def _small_model(self, solver: z3.Solver) -> z3.ModelRef:
+        """The counterexample's model, solved again in a fresh Z3 context from a copy of the
+        query's assertions. Why: Z3's model depends on the order in which the context created its
+        terms, so the same violated query gave another counterexample when earlier queries had
+        been skipped (the proof memo) or answered in another order; a fresh context sees only
+        this query, so the model is a function of the query. Falls back to the solver's own
+        model if the copy is not settled within the timeout."""
+        ctx = z3.Context()
+        fresh = z3.Solver(ctx=ctx)
+        fresh.set("timeout", self.timeout_ms)
+        fresh.add([a.translate(ctx) for a in solver.assertions()])
+        if fresh.check() == z3.sat:
+            sizes = [v.translate(ctx) for v in self.enc.sizes.values()]
+            return self._smallest(fresh, sizes).translate(self.enc.ctx)
+        return self._smallest(solver, list(self.enc.sizes.values()))
+
+    def _smallest(self, solver: z3.Solver, sizes: list[z3.ArithRef]) -> z3.ModelRef:
         """Prefer a counterexample at sizes that are quick to read and to replay: every size <= 64
         when possible, else <= 512, else the first model. Each re-solve has a deterministic
         budget (SMALL_MODEL_RLIMIT), so which model is printed does not depend on machine load;
         the --timeout stays the outer bound."""
         model = solver.model()
         solver.set("rlimit", SMALL_MODEL_RLIMIT)
-        for bound in SMALL_SIZES if self.enc.sizes else ():
+        for bound in SMALL_SIZES if sizes else ():
             solver.push()
-            solver.add(*[v <= bound for v in self.enc.sizes.values()])
+            solver.add(*[v <= bound for v in sizes])
             found = solver.check() == z3.sat
             if found:
                 model = solver.model()

@@ -1,0 +1,282 @@
+"""Proved queries remembered by the content of their formulas, across kernels of one process.
+
+Why: agent loops (planner episodes, repair candidates), batch audits and fuzzing check many
+kernels that differ in one statement or only in their name; most of their queries are the same
+formulas, and each costs a div/mod normalisation and a budgeted Z3 portfolio again. A query
+is keyed by a digest of its formulas, built bottom-up over Z3's term DAG (memoised per term, so
+a kernel's shared instances, chains and base constraints are digested once), where every free
+variable is known by its sort, the value range the encoder recorded for it (the normaliser
+relies on those ranges, so they are part of what was proved) and the pattern of its
+occurrences, not by its name (see FormulaDigester).
+
+Only UNSAT is remembered, and an UNSAT is a property of the formulas alone: the same formulas
+(the same operators, numerals, sorts and ranges, with variables renamed consistently, up to a
+128-bit digest) are unsatisfiable whichever kernel built them. A SAT or an unknown is never remembered, so counterexamples are
+always the solver's own. Queries with uninterpreted function applications (index-tensor reads,
+whose value ranges come from elsewhere) or quantifiers are not digested. `AVE_PROOF_MEMO=off`
+turns the memo off (bench/check.py measures with it off unless asked).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+import z3
+
+from ..lang.errors import UsageError
+from ..lang.files import write_atomic
+from .divmod import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _unchecked
+
+CAPACITY = 200_000  # remembered proofs per process (16-byte keys): a few MB
+_sort_kind = _unchecked(z3.Z3_get_sort_kind)
+_get_sort = _unchecked(z3.Z3_get_sort)
+_decl_name = _unchecked(z3.Z3_get_decl_name)
+_symbol_string = _unchecked(z3.Z3_get_symbol_string)
+
+
+def enabled() -> bool:
+    return os.environ.get("AVE_PROOF_MEMO", "on").lower() not in ("off", "0", "no", "false")
+
+
+class ProofMemo:
+    """Digests of proved queries, most recently used last (bounded), optionally backed by a
+    proof file (`attach`) that other processes read and append to."""
+
+    def __init__(self, capacity: int = CAPACITY):
+        self.capacity = capacity
+        self._proved: OrderedDict[bytes, None] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+        self._store: ProofFile | None = None
+
+    def attach(self, path: Path | None) -> None:
+        """Read the proofs of `path` (a proof file, created if absent) and append new ones to it;
+        None detaches. A file that cannot be read or written leaves the memo in memory only."""
+        if self._store is not None and (path is None or self._store.path != path):
+            self._store.close()
+            self._store = None
+        if path is None or self._store is not None:
+            return
+        store = ProofFile.open(path, self.capacity)
+        if store is None:
+            return
+        for key in store.keys()[-self.capacity:]:
+            self._proved[key] = None
+        while len(self._proved) > self.capacity:
+            self._proved.popitem(last=False)
+        self._store = store
+
+    def proved(self, key: bytes | None) -> bool:
+        if key is None or key not in self._proved:
+            if key is not None:
+                self.misses += 1
+            return False
+        self._proved.move_to_end(key)
+        self.hits += 1
+        return True
+
+    def remember(self, key: bytes | None) -> None:
+        if key is None:
+            return
+        if self._store is not None and key not in self._proved:
+            self._store.append(key)
+        self._proved[key] = None
+        self._proved.move_to_end(key)
+        while len(self._proved) > self.capacity:
+            self._proved.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every proof and detach the proof file (as a new process starts)."""
+        self._proved.clear()
+        self.hits = self.misses = 0
+        self.attach(None)
+
+
+class ProofFile:
+    """An append-only file of 16-byte proof digests after a 16-byte header.
+
+    Appends are single `write`s of one record to a descriptor opened with O_APPEND, so
+    concurrent processes (audit workers) never interleave records; a short write (a full disk)
+    stops appending, and a torn tail is cut off on the next open. The file is private (0600) in a
+    private folder. Past CAPACITY records it is rewritten, on the next open, with its newest
+    half. Its content is data: a record is only ever compared with a digest, never decoded."""
+
+    MAGIC = b"ave-proofs-v1\0\0\0"
+
+    def __init__(self, path: Path, fd: int):
+        self.path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    def open(cls, path: Path, capacity: int = CAPACITY) -> "ProofFile | None":
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError:
+            return None
+        store = cls(path, fd)
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0 or os.pread(fd, len(cls.MAGIC), 0) != cls.MAGIC:
+                os.ftruncate(fd, 0)
+                os.write(fd, cls.MAGIC)
+            elif (size - len(cls.MAGIC)) % 16:  # a torn last record: later appends must stay aligned
+                os.ftruncate(fd, size - (size - len(cls.MAGIC)) % 16)
+            elif size > len(cls.MAGIC) + 16 * capacity:
+                keep = store.keys()[-(capacity // 2):]
+                store.close()
+                write_atomic(path, cls.MAGIC + b"".join(keep), private=True)
+                return cls.open(path, capacity)
+        except (OSError, UsageError):
+            store.close()
+            return None
+        return store
+
+    def keys(self) -> list[bytes]:
+        if self._fd is None:
+            return []
+        try:
+            data = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
+        except OSError:
+            return []
+        body = data[len(self.MAGIC):]
+        return [body[i:i + 16] for i in range(0, len(body) - len(body) % 16, 16)]
+
+    def append(self, key: bytes) -> None:
+        if self._fd is None:
+            return
+        try:
+            if os.write(self._fd, key) == len(key):
+                return
+        except OSError:
+            pass
+        self.close()  # a full disk costs later runs these proofs, nothing else
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+
+def store_path(folder: str | os.PathLike) -> Path:
+    """The proof file of a cache folder (`ave check --proof-cache DIR`, the audit's cache)."""
+    return Path(folder) / "proofs" / "proofs-v1.bin"
+
+
+MEMO = ProofMemo()
+
+
+class FormulaDigester:
+    """Content digests of one kernel's Z3 terms (one Z3 context), memoised by AST id, that do
+    not depend on the names of free variables (alpha-invariant): a candidate kernel whose edit
+    shifts the encoder's fresh-name counter still meets the proofs of its unchanged queries.
+
+    Each term's entry is its shape digest and its free variables in first-occurrence order;
+    the shape hashes, per argument, where that argument's variables fall in the parent's list,
+    so `x - y` and `x - x` differ while `u3.lane - u4.lane` and `u7.lane - u9.lane` agree.
+    Renaming every free constant of a closed formula consistently keeps its satisfiability,
+    which is why a query's key may forget names (and sorts and ranges are hashed instead).
+    Entries keep a reference to the formulas asked for, so Z3 never reuses a remembered id.
+    `forget` drops everything: the encoder calls it when a variable gets a range after terms
+    over it were digested."""
+
+    def __init__(self, ctx: z3.Context, ranges: dict[int, tuple[int, int]]):
+        self.ctx = ctx
+        self._cref = ctx.ref()
+        self.ranges = ranges
+        self._memo: dict[int, tuple[bytes, tuple[int, ...]] | None] = {}
+        self._keep: list[z3.ExprRef] = []
+
+    def knows(self, key: int) -> bool:
+        return key in self._memo
+
+    def forget(self) -> None:
+        self._memo.clear()
+        self._keep.clear()
+
+    def key(self, formulas: list[z3.BoolRef]) -> bytes | None:
+        """The digest of a query (None when it cannot be digested: see the module docstring)."""
+        self._keep.extend(formulas)
+        entries = []
+        for f in formulas:
+            e = self._digest(f.as_ast())
+            if e is None:
+                return None
+            entries.append(e)
+        h = hashlib.blake2b(digest_size=16, person=b"ave-proof-v1")
+        h.update(z3.get_full_version().encode())
+        _combine(h, entries)
+        return h.digest()
+
+    def _digest(self, a: z3.Ast) -> tuple[bytes, tuple[int, ...]] | None:
+        c = self._cref
+        key = _ast_id(c, a)
+        if key in self._memo:
+            return self._memo[key]
+        kind = _ast_kind(c, a)
+        h = hashlib.blake2b(digest_size=16)
+        out: tuple[bytes, tuple[int, ...]] | None
+        if kind == z3.Z3_NUMERAL_AST:
+            h.update(b"#%d:" % _sort_kind(c, _get_sort(c, a)))
+            h.update(z3.Z3_get_numeral_string(c, a).encode())
+            out = (h.digest(), ())
+        elif kind != z3.Z3_APP_AST:  # quantifiers, bound variables
+            out = None
+        else:
+            n = _num_args(c, a)
+            decl = _app_decl(c, a)
+            op = _decl_kind(c, decl)
+            h.update(b"(%d/%d:%d" % (op, n, _sort_kind(c, _get_sort(c, a))))
+            if op == z3.Z3_OP_UNINTERPRETED:
+                # a free constant: its range, not its name; an application (an index-tensor
+                # read) is not digested: its value facts live outside the formulas
+                rng = self.ranges.get(key)
+                if rng is not None:
+                    h.update(b"[%d,%d]" % rng)
+                out = (h.digest(), (key,)) if n == 0 else None
+            elif op not in _INTERPRETED:
+                out = None
+            else:
+                kids = []
+                for i in range(n):
+                    e = self._digest(_arg(c, a, i))
+                    if e is None:
+                        break
+                    kids.append(e)
+                out = None
+                if len(kids) == n:
+                    variables = _combine(h, kids)
+                    out = (h.digest(), variables)
+        self._memo[key] = out
+        return out
+
+
+def _combine(h, entries: list[tuple[bytes, tuple[int, ...]]]) -> tuple[int, ...]:
+    """Feed the entries' shapes and the positions of their variables in the combined
+    first-occurrence list into `h`; return that list."""
+    index: dict[int, int] = {}
+    for shape, variables in entries:
+        h.update(shape)
+        for v in variables:
+            pos = index.get(v)
+            if pos is None:
+                pos = index[v] = len(index)
+            h.update(pos.to_bytes(4, "little"))
+        h.update(b")")
+    return tuple(index)
+
+
+# Operators whose meaning is fixed by their kind, sort and arguments alone (the rest, e.g.
+# operators with numeric parameters such as extract, are not digested).
+_INTERPRETED = frozenset({
+    z3.Z3_OP_TRUE, z3.Z3_OP_FALSE, z3.Z3_OP_EQ, z3.Z3_OP_DISTINCT, z3.Z3_OP_ITE, z3.Z3_OP_AND, z3.Z3_OP_OR,
+    z3.Z3_OP_IFF, z3.Z3_OP_XOR, z3.Z3_OP_NOT, z3.Z3_OP_IMPLIES,
+    z3.Z3_OP_LE, z3.Z3_OP_GE, z3.Z3_OP_LT, z3.Z3_OP_GT, z3.Z3_OP_ADD, z3.Z3_OP_SUB, z3.Z3_OP_UMINUS,
+    z3.Z3_OP_MUL, z3.Z3_OP_DIV, z3.Z3_OP_IDIV, z3.Z3_OP_REM, z3.Z3_OP_MOD, z3.Z3_OP_TO_REAL, z3.Z3_OP_TO_INT,
+    z3.Z3_OP_IS_INT, z3.Z3_OP_ABS,
+})

@@ -1,0 +1,144 @@
+"""The proof memo (solver/proof_memo.py): proved queries reused across kernels and processes.
+
+What must hold: a key forgets variable names but not the pattern of their occurrences, their
+sorts or their ranges; only UNSAT is remembered, so a report with a warm memo equals the report
+with the memo off (verdicts, messages, counterexamples); the proof file survives bad bytes."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import z3
+
+from ave_decl import check
+from ave_decl.solver import proof_memo
+from ave_decl.solver.proof_memo import FormulaDigester, ProofFile, ProofMemo
+from ave_decl.testing.mutate import mutants
+from conftest import EXAMPLES
+
+
+@pytest.fixture
+def memo(monkeypatch):
+    fresh = ProofMemo()
+    monkeypatch.setattr(proof_memo, "MEMO", fresh)
+    monkeypatch.delenv("AVE_PROOF_MEMO", raising=False)
+    return fresh
+
+
+def _key(make, ranges_of=()):
+    """The key of the formulas `make(ctx)` returns, with ranges for the named variables."""
+    ctx = z3.Context()
+    formulas, named = make(ctx)
+    ranges = {named[n].get_id(): r for n, r in ranges_of}
+    return FormulaDigester(ctx, ranges).key(formulas)
+
+
+def test_a_key_forgets_names_but_not_the_pattern_of_occurrences():
+    def differ(a, b):
+        return lambda ctx: (lambda x, y: ([x - y > 0, x < 64], {"x": x, "y": y}))(z3.Int(a, ctx), z3.Int(b, ctx))
+
+    same = lambda ctx: (lambda x: ([x - x > 0, x < 64], {"x": x}))(z3.Int("x", ctx))  # noqa: E731
+    assert _key(differ("u3.lane", "u4.lane")) == _key(differ("u7.lane", "u9.lane"))
+    assert _key(differ("u3.lane", "u4.lane")) != _key(same)
+    swapped = lambda ctx: (lambda x, y: ([y - x > 0, x < 64], {"x": x, "y": y}))(z3.Int("a", ctx), z3.Int("b", ctx))  # noqa: E731
+    assert _key(differ("a", "b")) != _key(swapped)
+
+
+def test_a_key_carries_ranges_numerals_and_sorts():
+    def f(ctx):
+        x = z3.Int("x", ctx)
+        return [x % 64 == 3], {"x": x}
+
+    assert _key(f, [("x", (0, 63))]) != _key(f, [("x", (0, 127))]) != _key(f)
+    g = lambda ctx: (lambda x: ([x % 32 == 3], {"x": x}))(z3.Int("x", ctx))  # noqa: E731
+    assert _key(f) != _key(g)
+    b = lambda ctx: (lambda p: ([p == z3.BoolVal(True, ctx)], {"p": p}))(z3.Bool("p", ctx))  # noqa: E731
+    i = lambda ctx: (lambda p: ([p == 1], {"p": p}))(z3.Int("p", ctx))  # noqa: E731
+    assert _key(b) != _key(i)
+
+
+def test_uninterpreted_reads_and_parameterised_operators_are_not_digested():
+    def uf(ctx):
+        x = z3.Int("x", ctx)
+        table = z3.Function("uf:idx", z3.IntSort(ctx), z3.IntSort(ctx))
+        return [table(x) > 3], {"x": x}
+
+    def bv(ctx):
+        x = z3.Int("x", ctx)
+        return [z3.BV2Int(z3.Int2BV(x, 8) ^ 3) == 1], {"x": x}
+
+    assert _key(uf) is None and _key(bv) is None
+
+
+def _findings(report):
+    return [(f.invariant, f.verdict.name, f.location.line, f.message) for k in report.kernels for f in k.findings]
+
+
+def test_a_warm_memo_gives_the_reports_of_a_cold_one(memo, monkeypatch):
+    """The original kernel warms the memo; each mutant (some VIOLATION) then reuses proofs and
+    must report exactly what it reports with the memo off, counterexamples included."""
+    path = EXAMPLES / "gemm_lds_mfma.ave"
+    text = path.read_text()
+    cases = [m.text for m in mutants(text)][:4]
+    check(text, path=str(path), violation_sets=False)
+    warm = [_findings(check(t, path=str(path), violation_sets=False)) for t in cases]
+    assert memo.hits > 0
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")
+    cold = [_findings(check(t, path=str(path), violation_sets=False)) for t in cases]
+    assert warm == cold
+    assert any(v == "VIOLATION" for case in warm for _i, v, _l, _m in case)
+
+
+def test_a_violation_is_never_remembered(memo):
+    path = EXAMPLES / "untagged_operand.ave"
+    first = _findings(check(path, violation_sets=False))
+    misses = memo.misses
+    again = _findings(check(path, violation_sets=False))
+    assert first == again and any(v == "VIOLATION" for _i, v, _l, _m in first)
+    assert memo.misses > misses  # the violating query was solved again, not looked up
+
+
+def test_the_proof_cache_is_reused_by_a_later_process_and_reports_alike(ave, memo, tmp_path):
+    target = EXAMPLES / "gemm_mfma16.ave"
+    first = ave("check", "--no-timings", "--proof-cache", tmp_path, target)
+    store = tmp_path / "proofs" / "proofs-v1.bin"
+    assert first.code == 0 and store.is_file()
+    assert (os.stat(store).st_mode & 0o777) == 0o600
+    proofs = (store.stat().st_size - len(ProofFile.MAGIC)) // 16
+    assert proofs > 0 and (store.stat().st_size - len(ProofFile.MAGIC)) % 16 == 0
+    memo.clear()  # a new process knows only the file
+    hits = memo.hits
+    second = ave("check", "--no-timings", "--proof-cache", tmp_path, target)
+    assert second.out == first.out and second.code == first.code
+    assert memo.hits - hits >= proofs // 2
+
+
+@pytest.mark.parametrize("content", [b"", b"not a proof file at all", ProofFile.MAGIC + b"\x01" * 21])
+def test_a_damaged_proof_file_is_started_over_or_read_up_to_its_torn_tail(tmp_path, content):
+    path = tmp_path / "proofs-v1.bin"
+    path.write_bytes(content)
+    store = ProofFile.open(path)
+    assert store is not None
+    keys = store.keys()
+    assert keys == ([b"\x01" * 16] if content.startswith(ProofFile.MAGIC) else [])
+    store.append(b"\x02" * 16)
+    store.close()
+    assert ProofFile.open(path).keys() == keys + [b"\x02" * 16]
+
+
+def test_a_full_proof_file_keeps_its_newest_half(tmp_path):
+    path = tmp_path / "p.bin"
+    store = ProofFile.open(path, capacity=8)
+    for i in range(12):
+        store.append(bytes([i]) * 16)
+    store.close()
+    assert [k[0] for k in ProofFile.open(path, capacity=8).keys()] == [8, 9, 10, 11]
+
+
+def test_the_memo_is_bounded_and_forgets_the_least_recently_used():
+    m = ProofMemo(capacity=2)
+    for k in (b"a" * 16, b"b" * 16):
+        m.remember(k)
+    assert m.proved(b"a" * 16)
+    m.remember(b"c" * 16)
+    assert m.proved(b"a" * 16) and not m.proved(b"b" * 16) and m.proved(b"c" * 16)
