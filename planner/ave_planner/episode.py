@@ -31,6 +31,7 @@ class Settings:
     timeout_s: float = 30.0
     engine: str = "embedded"
     measure: bool = True  # time accepted kernels on the target's GPU at `sizes` when one is present
+    backend_resources: bool = True  # the model's occupancy from the target backend's compile when it runs here
 
 
 @dataclass
@@ -117,7 +118,7 @@ def run_episode(index: int, current: Candidate, current_estimate: Estimate, tech
         ep.reason = (f"the host output differs from the reference ({c.get('mismatched', '?')} of "
                      f"{c.get('elements', '?')} elements)")
         return Outcome(ep, cand, report=data)
-    est = estimate(cand.text, s.sizes, s.device)
+    est = estimate(cand.text, s.sizes, s.device, s.backend_resources)
     ep.estimate_s = est.seconds
     ep.speedup = ep.step_speedup = current_estimate.seconds / est.seconds if est.seconds else None
     if est.seconds > current_estimate.seconds * (1 - MIN_GAIN):

@@ -9,9 +9,10 @@ expressions themselves. Terms (seconds): `dram` (each tensor's footprint once ov
 (the 32-byte sectors every global access instruction touches, over the L2 bandwidth), `issue`
 (global memory instructions per CU), `lds` (shared-memory wavefronts including conflict
 replays), `mma` and `fma` (matrix and scalar multiply-adds over their peaks). Without an async
-copy in a loop, memory and compute add up; with one (a pipeline) they overlap: `max`.
-Blind spots (docs/planner.md): no L1 or register reuse across blocks, no occupancy or latency,
-no instruction scheduling, no tails; the ranking is what it is for, not the absolute figure.
+copy in a loop, memory and compute add up; with one (a pipeline) they overlap: `max`. Memory
+time is stretched when too few threads are resident to hide its latency (occupancy.py).
+Blind spots (docs/planner.md): no L1 or register reuse across blocks, latency only through
+occupancy, no instruction scheduling, no tails; the ranking is what it is for, not the absolute figure.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from ave_decl.hw.instructions import INSTRUCTIONS
 from ave_decl.lang import ast as A
 from ave_decl.lang.parser import parse_text
 from ave_decl.transform.ast_rewrite import walk
+
+from .occupancy import kernel_resources, latency_factor, occupancy
 
 TERMS = ("dram", "l2", "issue", "lds", "mma", "fma", "sfu")
 _SFU = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh"}  # transcendental: the special-function units
@@ -47,6 +50,7 @@ class Estimate:
     counts: dict[str, float] = field(default_factory=dict)
     overlapped: bool = False
     device: str = ""
+    occupancy: dict = field(default_factory=dict)  # Occupancy.to_json() and the latency factor applied
 
     @property
     def bound(self) -> str:
@@ -54,7 +58,7 @@ class Estimate:
 
     def to_json(self) -> dict:
         return {"seconds": self.seconds, "bound": self.bound, "overlapped": self.overlapped, "device": self.device,
-                "terms": dict(self.terms), "counts": dict(self.counts)}
+                "terms": dict(self.terms), "counts": dict(self.counts), "occupancy": dict(self.occupancy)}
 
 
 class _Unknown(Exception):
@@ -317,10 +321,12 @@ class _Walk:
             self.expr(e.operand, weight, env)
 
 
-def estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
-    """The model's time for the file's (first) kernel at `sizes` on `device` (devices.toml)."""
+def estimate(text: str, sizes: dict[str, int], device: str, compiled: bool = False) -> Estimate:
+    """The model's time for the file's (first) kernel at `sizes` on `device` (devices.toml).
+    `compiled`: take registers and shared memory from the device's backend when it compiles the
+    kernel here (else they are estimated from the text)."""
     try:
-        return _estimate(text, sizes, device)
+        return _estimate(text, sizes, device, compiled)
     except _Unknown as exc:
         from .errors import PlannerError
 
@@ -329,7 +335,7 @@ def estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
             from None
 
 
-def _estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
+def _estimate(text: str, sizes: dict[str, int], device: str, compiled: bool = False) -> Estimate:
     dev = devices()[device]
     k = parse_text(text, "<model>").kernels[0]
     kw = {x.name: x.value for x in k.decorator.kwargs}
@@ -360,10 +366,13 @@ def _estimate(text: str, sizes: dict[str, int], device: str) -> Estimate:
         "fma": c["fma_flops"] / (dev["vector_tflops"] * 1e12),
         "sfu": c["sfu_ops"] / (units * clock * dev["sfu_per_clk"]),
     }
-    memory = max(terms["dram"], terms["l2"], terms["issue"])
+    occ = occupancy(kernel_resources(text, k, dev["target"] if compiled else None), math.prod(walk.block), dev)
+    factor = latency_factor(occ, walk.async_in_loop, dev)
+    memory = max(terms["dram"], terms["l2"], terms["issue"]) * factor
     compute = terms["lds"] + terms["mma"] + terms["fma"] + terms["sfu"]
     seconds = max(memory, compute) if walk.async_in_loop else memory + compute
-    return Estimate(seconds, terms, {**c, "threads": threads, "footprint_bytes": footprint}, walk.async_in_loop, device)
+    return Estimate(seconds, terms, {**c, "threads": threads, "footprint_bytes": footprint}, walk.async_in_loop, device,
+                    {**occ.to_json(), "latency_factor": factor})
 
 
 def walk_defs(e: A.Expr, defs: dict[str, A.Expr]):

@@ -40,7 +40,7 @@ def optimize(text: str, path: str, techniques: dict[str, Technique], planner, se
     if out is not None:
         clear_episodes(out)
     current = Candidate(text, recognise(text, path))
-    cur_est = start = estimate(text, settings.sizes, settings.device)
+    cur_est = start = estimate(text, settings.sizes, settings.device, settings.backend_resources)
     usable = [t for t in techniques.values() if settings.target in t.targets]
     tried: set[str] = set()
     result = Result(start, current, start)
