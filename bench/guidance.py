@@ -299,6 +299,7 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int, mem
 
     cache, guard = CallCache(), SpecGuard(bug.text, parsed)
     run = (lambda text, sizes: simulate(text, sizes, seed))
+    cpu0 = time.process_time()
     first = cache.get(("check", bug.text), lambda: check_summary(bug.text))[0]
     finding = first["findings"][0] if first["findings"] else None
     rec = {"bug": bug.id, "workload": bug.workload, "family": bug.family, "source": bug.source,
@@ -325,6 +326,7 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int, mem
         out["trajectory"] = [{"edit": asdict(s.edit) if s.edit else None, "outcome": s.outcome, "calls": s.calls,
                               "counted": s.counted} for s in res.steps]
         rec["modes"][mode] = out
+    rec["cpu_s"] = round(time.process_time() - cpu0, 2)  # this bug's CPU time: what a run on an idle machine takes
     return rec
 
 
@@ -484,7 +486,18 @@ def run(fast: bool = False, budget: int = BUDGET, jobs: int = 1, only: list[str]
             if progress:
                 progress(rec)
     return {"summary": summarize(records, budget), "dropped": dropped, "agent": agent, "model": model,
-            "seed": seed, "wall_s": time.perf_counter() - t0, "jobs": jobs, "records": records}
+            "seed": seed, "wall_s": time.perf_counter() - t0, "cpu_s": _cpu_seconds(), "jobs": jobs,
+            "records": records}
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and its finished workers: on a shared machine the wall time is
+    inflated by the others' load, the CPU time much less (an idle machine's wall time is about it
+    divided by the jobs)."""
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def _line(rec: dict, records_file: str | None = None) -> None:
@@ -548,7 +561,8 @@ def main() -> int:
     if args.markdown:
         _write(args.markdown, text + "\n")
     print(text)
-    print(f"\n{result['summary']['bugs']} bugs, {result['wall_s']:.0f} s wall with {args.jobs} job(s)")
+    print(f"\n{result['summary']['bugs']} bugs, {result['wall_s']:.0f} s wall with {args.jobs} job(s), "
+          f"{result['cpu_s']:.0f} CPU seconds")
     return 0
 
 
