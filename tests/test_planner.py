@@ -33,7 +33,7 @@ SETTINGS = Settings("amdgpu", "mi300x", {"M": 4096, "N": 4096, "K": 4096}, {"M":
 
 def test_the_knowledge_base_has_the_ladder_techniques_and_every_entry_is_complete():
     assert {"shared_staging", "matrix_instructions", "vector_copies", "swizzle_shared", "pad_shared", "pipeline",
-            "retile"} <= set(KB)
+            "retile", "split_k"} <= set(KB)
     invariants = ave_decl.invariants()
     for t in KB.values():
         assert t.description.strip() and t.title and t.rewrite in REWRITES
@@ -43,7 +43,7 @@ def test_the_knowledge_base_has_the_ladder_techniques_and_every_entry_is_complet
 
 EXPECTED = {  # kernel -> the techniques whose precondition holds
     "gemm_naive.ave": {"shared_staging"},
-    "gemm_lds_mfma.ave": {"pad_shared", "pipeline", "retile", "swizzle_shared"},
+    "gemm_lds_mfma.ave": {"pad_shared", "pipeline", "retile", "swizzle_shared", "split_k"},
     "gemm_pipelined.ave": {"pad_shared", "retile", "swizzle_shared", "vector_copies"},
 }
 ENGINES = ["embedded", pytest.param("souffle", marks=pytest.mark.skipif(
@@ -153,6 +153,27 @@ def test_the_model_ranks_the_gemm_ladder(device):
               LDS.read_text(), (EXAMPLES / "gemm_pipelined.ave").read_text()]
     times = [estimate(t, sizes, device).seconds for t in ladder]
     assert times == sorted(times, reverse=True) and len(set(times)) == 4, times
+
+
+@pytest.mark.parametrize("device", ["mi300x", "h200"])
+def test_split_k_pays_only_where_the_grid_cannot_fill_the_device(device):
+    """At 4096^3 the grid fills every unit and split-K only adds its reduction; at M = N = 256
+    with a long K one block per unit leaves memory latency exposed, and twice the waves hide it."""
+    plain, split = GemmSpec(2, 2, 16, copy_width=1), GemmSpec(2, 2, 16, copy_width=1, split_k=2)
+    big, small = {"M": 4096, "N": 4096, "K": 4096}, {"M": 256, "N": 256, "K": 16384}
+    assert estimate(render(split), big, device).seconds > estimate(render(plain), big, device).seconds
+    assert estimate(render(split), small, device).seconds < 0.95 * estimate(render(plain), small, device).seconds
+
+
+def test_split_k_is_verified_and_host_correct_on_a_staged_gemm():
+    from ave_planner.rewrites import Candidate, Recipe
+
+    spec = GemmSpec(2, 2, 16, copy_width=1, input_dtype="f32")
+    start = Candidate(Recipe(spec).render(), Recipe(spec))
+    s = Settings("amdgpu", "mi300x", {"M": 256, "N": 256, "K": 16384}, SETTINGS.gate_sizes, measure=False)
+    out = run_episode(1, start, estimate(start.text, s.sizes, s.device, True), KB["split_k"], {"split": 2}, s)
+    assert out.episode.outcome == "accepted", (out.episode.gate, out.episode.reason)
+    assert "if g == 1:" in out.candidate.text
 
 
 def test_the_model_sees_coalescing_and_bank_conflicts():

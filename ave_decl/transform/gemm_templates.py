@@ -33,6 +33,9 @@ class GemmSpec:
     input_dtype: str = "bf16"  # of A and B in global memory; f32 inputs are rounded to bf16 in
     # shared memory for a matrix instruction (the kernel then declares BF16_TOLERANCE)
     name: str = "gemm_fuzz"
+    split_k: int = 1  # 2: two groups of waves share each K tile, each multiplying half of its K
+    # steps into its own accumulators; the second group's partial sums meet the first's through
+    # shared memory in the epilogue (split-K within a block: the DSL has no atomics)
 
     @property
     def shared_dtype(self) -> str:
@@ -59,7 +62,7 @@ class GemmSpec:
 
     @property
     def threads(self) -> int:
-        return (32 if self.nvidia else 64) * self.waves_m * self.waves_n
+        return (32 if self.nvidia else 64) * self.waves_m * self.waves_n * self.split_k
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -193,6 +196,8 @@ def render(spec: GemmSpec | AttentionSpec) -> str:
         compute = mfma32_compute("wm * 32", "wn * 32", kt // 8, "        ")
         epilogue = mfma32_epilogue("bm + wm * 32", "bn + wn * 32")
         accumulators = ["    acc = local(f32, (16,), init=0)"]
+    if spec.split_k > 1:
+        compute, epilogue = split_k_compute(compute, spec.split_k), split_k_epilogue(epilogue)
     body = "\n".join(registers + accumulators) + f"""
     for kt in range(0, K, {kt}):
         for e in range({ea}):
@@ -213,15 +218,52 @@ def {spec.name}(A: Tensor[{src}, (M, K)], B: Tensor[{src}, (K, N)], C: Tensor[f3
     tag(A, lambda m, k: (m, k), "A")
     tag(B, lambda k, n: (k, n), "B")
     t = thread_id(0)
-    w = {"warp_id" if spec.nvidia else "wave_id"}()
+    {"w" if spec.split_k == 1 else "wk"} = {"warp_id" if spec.nvidia else "wave_id"}()
     lane = lane_id()
-    wm = w // {spec.waves_n}
+{_split_waves(spec)}    wm = w // {spec.waves_n}
     wn = w % {spec.waves_n}
     bm = block_id(0) * {bm}
     bn = block_id(1) * {bn}
     As = shared({sh}, ({bm}, {kt + spec.pad}){_layout(bm, kt, spec.swizzle_a)})
     Bs = shared({sh}, ({kt}, {bn + spec.pad}){_layout(kt, bn, spec.swizzle_b)})
-''' + body
+{_split_buffer(spec)}''' + body
+
+
+def _split_waves(spec: GemmSpec) -> str:
+    """Split-K: wave wk is wave w = wk % (waves_m * waves_n) of K group g = wk // (waves_m * waves_n)."""
+    if spec.split_k == 1:
+        return ""
+    n = spec.waves_m * spec.waves_n
+    return f"    g = wk // {n}\n    w = wk % {n}\n"
+
+
+def _split_buffer(spec: GemmSpec) -> str:
+    if spec.split_k == 1:
+        return ""
+    return f"    Cs = shared(f32, ({spec.waves_m * spec.waves_n}, {4 if spec.nvidia else 16}, {32 if spec.nvidia else 64}))\n"
+
+
+def split_k_compute(compute: list[str], split: int) -> list[str]:
+    """Group g runs K steps g*h .. g*h + h - 1 of the compute loop's `split * h`."""
+    head = compute[0]
+    steps = int(head[head.index("range(") + 6:head.rindex(")")])
+    h = steps // split
+    return [head.replace(f"range({steps})", f"range(g * {h}, g * {h} + {h})")] + compute[1:]
+
+
+def split_k_epilogue(epilogue: list[str]) -> list[str]:
+    """Group 1 parks its accumulators in Cs (same wave, slot and lane); after a barrier group 0
+    adds them to its own and stores C."""
+    import re
+
+    store = re.compile(r"^(\s*)C\[(.*)\] = acc\[(.*)\]$")
+    park, finish = [], []
+    for ln in epilogue:
+        m = store.match(ln)
+        park.append("    " + (f"{m.group(1)}Cs[w, {m.group(3)}, lane] = acc[{m.group(3)}]" if m else ln))
+        finish.append("    " + (f"{m.group(1)}C[{m.group(2)}] = acc[{m.group(3)}] + Cs[w, {m.group(3)}, lane]"
+                                if m else ln))
+    return ["    if g == 1:", *park, "    syncthreads()", "    if g == 0:", *finish]
 
 
 NAIVE = '''@kernel(grid=(M // 16, N // 16), block=(16, 16), wave=64, reference="C = A @ B")

@@ -366,8 +366,13 @@ def _estimate(text: str, sizes: dict[str, int], device: str, compiled: bool = Fa
         "fma": c["fma_flops"] / (dev["vector_tflops"] * 1e12),
         "sfu": c["sfu_ops"] / (units * clock * dev["sfu_per_clk"]),
     }
-    occ = occupancy(kernel_resources(text, k, dev["target"] if compiled else None), math.prod(walk.block), dev)
+    blocks = math.prod(grid)
+    occ = occupancy(kernel_resources(text, k, dev["target"] if compiled else None), math.prod(walk.block), dev,
+                    grid_blocks=math.ceil(blocks / units))
     factor = latency_factor(occ, walk.async_in_loop, dev)
+    busy = min(1.0, blocks / units)  # a grid smaller than the device leaves units idle
+    for term in ("issue", "lds", "mma", "fma", "sfu"):
+        terms[term] /= busy
     memory = max(terms["dram"], terms["l2"], terms["issue"]) * factor
     compute = terms["lds"] + terms["mma"] + terms["fma"] + terms["sfu"]
     seconds = max(memory, compute) if walk.async_in_loop else memory + compute

@@ -31,7 +31,7 @@ class Resources:
 class Occupancy:
     fraction: float  # resident threads over the unit's thread slots
     blocks: int  # resident blocks per unit
-    limit: str  # threads, blocks, registers or shared
+    limit: str  # threads, blocks, registers, shared or grid
     resources: Resources
 
     def to_json(self) -> dict:
@@ -81,13 +81,16 @@ def from_backend(text: str, target: str) -> Resources | None:
     return Resources(int(registers), int(r.get("shared_bytes", 0)), f"{target} backend")
 
 
-def occupancy(res: Resources, threads: int, dev: dict) -> Occupancy:
+def occupancy(res: Resources, threads: int, dev: dict, grid_blocks: int | None = None) -> Occupancy:
     """Resident blocks per unit under the device's limits (devices.toml: thread slots, blocks,
-    registers and shared memory per unit, the register allocation granule)."""
+    registers and shared memory per unit, the register allocation granule), and at most
+    `grid_blocks` (the launch's blocks per unit: a small grid cannot fill a unit)."""
     granule = dev["register_granule"]
     regs = max(granule, -(-res.registers // granule) * granule)
     limits = {"threads": dev["threads_per_unit"] // threads, "blocks": dev["blocks_per_unit"],
               "registers": dev["registers_per_unit"] // (regs * threads)}
+    if grid_blocks is not None:
+        limits["grid"] = grid_blocks
     if res.shared_bytes:
         limits["shared"] = dev["shared_per_unit"] // res.shared_bytes
     limit = min(limits, key=limits.__getitem__)

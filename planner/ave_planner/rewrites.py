@@ -200,6 +200,19 @@ def swizzle_shared(c: Candidate, p: dict) -> Candidate | None:
     return _ast(c, xor_swizzle_shared)
 
 
+def split_k(c: Candidate, p: dict) -> Candidate | None:
+    """`split` groups of waves per block share each K tile, each multiplying its share of the
+    tile's K steps into its own accumulators; the partial sums meet through shared memory."""
+    g = _gemm(c)
+    if g is None or g.spec.naive or g.spec.split_k != 1 or g.spec.instruction == "16x16x16":
+        return None
+    step = {"32x32x8": 8, "m16n8k16": 16, "fma": 1}[g.spec.instruction]
+    spec = dataclasses.replace(g.spec, split_k=p["split"])
+    if (spec.k_tile // step) % p["split"] or not _tile_fits(spec) or spec.threads > 1024:
+        return None
+    return _respec(c, split_k=p["split"])
+
+
 def pad_shared(c: Candidate, p: dict) -> Candidate | None:
     """`pad` more elements per row of both shared tiles (a multiple of the copy vector, so vector
     stores stay aligned), for a staged GEMM without a swizzle; for attention with matrix
@@ -275,6 +288,7 @@ PARAMETERS: dict[str, dict[str, tuple]] = {
     "swizzle_shared": {"bits": (1, 2, 3)},
     "pad_shared": {"pad": (2, 4, 8, 16)},
     "pipeline": {"stages": (2, 3)},
+    "split_k": {"split": (2,)},
     "online_softmax": {},
     "stage_kv": {"waves": (2, 4)},
     "transpose_v": {},
@@ -289,6 +303,7 @@ REWRITES: dict[str, Rewrite] = {
     "swizzle_shared": swizzle_shared,
     "pad_shared": pad_shared,
     "pipeline": pipeline,
+    "split_k": split_k,
     "online_softmax": online_softmax,
     "stage_kv": stage_kv,
     "transpose_v": transpose_v,
