@@ -43,7 +43,9 @@ WORKLOAD_SIZES = {"flash_attention_gqa": {"H": 8, "HKV": 2, "S": 64},
                   # tails in M and N (one block, two K tiles), so masks matter
                   "gemm_tail": {"M": 40, "N": 50, "K": 128},
                   # a tail block past the buffer range; two pipelined blocks
-                  "buffer_copy": {"M": 100}, "lds_pipeline": {"N": 512}}
+                  "buffer_copy": {"M": 100}, "lds_pipeline": {"N": 512},
+                  # four tiles: the prologue's stage, both stages refilled, the unguarded last tile
+                  "register_prefetch": {"T": 64}}
 FAST = ("gemm_lds_mfma.ave", ("transpose_shared_read", "drop_barrier", "wrong_accumulator_output"))
 
 

@@ -43,9 +43,7 @@ def test_the_register_prefetch_form_is_correct():
     assert result["ok"], result
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="precision gap: the A tile's prologue store is not killed by the "
-                   "kt=32 store of register-prefetched chunks (tests/data/precision/gemm_register_prefetch.ave)")
+@pytest.mark.slow  # the A tile's prologue store is killed by the kt=32 store (tests/test_register_prefetch.py)
 def test_the_register_prefetch_form_verifies(ave):
     r = ave("check", "--json", "--no-violation-sets", "--confirm", PREFETCH)
     assert r.json()["kernels"][0]["verdict"] == "VERIFIED"

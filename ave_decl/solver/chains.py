@@ -18,6 +18,7 @@ from ..lang import ast as A
 from ..lang.parser import parse_expression
 from .deferred import Deferred
 from .smt import Encoder, Instance, as_int
+from .unwritten import Unwritten
 
 MAX_DEPTH = 24
 KILL_DEPTH = 3  # later iterations instantiated per overwriting store, at least (see kill_depth)
@@ -114,6 +115,7 @@ class Expander:
         self._memo: dict[tuple, tuple[Instance, list[Alt]]] = {}
         self._slices: dict[tuple[int, int], bool] = {}
         self.kill_depths = kill_depths(view)
+        self.unwritten = Unwritten(view, enc, self.data_guarded, self.kill_depths)
 
     # ------------------------------------------------------------ values
     def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
@@ -250,6 +252,10 @@ class Expander:
                                sub.unknown, sub.stat, sub.zero, sub.flow, sub.flow_sites))
         if not out:
             return [Alt(None, "", [], [], [Step("load", aid, acc.stmt, acc.buffer, inst)])]
+        unwritten = self.unwritten.constraints(acc, inst)
+        if unwritten is not None:  # no store wrote the element yet: it holds no tagged value
+            out.append(Alt(None, "", [], unwritten, [Step("load", aid, acc.stmt, acc.buffer, inst,
+                                                          "no store wrote this element before the read")]))
         return out
 
     def same_element(self, store, writer: Instance, load, reader: Instance) -> list[z3.BoolRef]:
@@ -354,7 +360,8 @@ class Expander:
         after the writer and before the reader, and writes the element the reader reads."""
         if self._slice_cover(other, h):
             return self._slice_kill(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)
-        given = {}
+        given: dict[int, z3.ArithRef] = {}
+        claimed: set[int] = set()
         names = {self.view.loops[g].var: g for g in self.view.enclosing_loops(writer.stmt)}
         outer = set(self.view.enclosing_loops(h))
         reader_loops = set(self.view.enclosing_loops(load.stmt))
@@ -366,7 +373,9 @@ class Expander:
             elif g in outer and f"loop:{g}" in writer.env:
                 given[g] = writer.env[f"loop:{g}"]
             elif self.view.loops[g].var in names:  # inner loop: the writer's value of the same-named loop
+                claimed.add(names[self.view.loops[g].var])
                 given[g] = writer.env[f"loop:{names[self.view.loops[g].var]}"]
+        given.update(self._same_range_loops(other.stmt, writer, given, claimed))
         inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer, loops=given)
         cond = list(inst.constraints) + self._overwrite_slot(other, inst, load, reader)
         for g, v in given.items():
@@ -377,6 +386,31 @@ class Expander:
             cond.append(j2 > writer_j)
         cond += self.same_element(other, inst, load, reader)
         return z3.And(*cond)
+
+    def _same_range_loops(self, stmt: int, writer: Instance, given: dict[int, z3.ArithRef],
+                          claimed: set[int]) -> dict[int, z3.ArithRef]:
+        """The inner loops of a killing store left unbound by name, paired innermost first with the
+        writer's inner loops of the same range (lo, hi, step) that no name claimed: the part loops a
+        vector store is rewritten into get a fresh name per statement (`As_part`, `As_part_`), yet
+        the same part of the same thread's vector is the one that overwrites. Any definite value
+        keeps the kill a necessary condition (sound); a free one would make it say nothing."""
+        theirs = set(self.view.enclosing_loops(stmt))
+        free = [g for g in reversed(self.view.enclosing_loops(writer.stmt)) if g not in theirs and g not in claimed]
+        out: dict[int, z3.ArithRef] = {}
+        for g in reversed(self.view.enclosing_loops(stmt)):
+            if g in given:
+                continue
+            rng = self._range(g)
+            match = next((w for w in free if self._range(w) == rng), None)
+            if match is None:
+                continue
+            free.remove(match)
+            out[g] = writer.env[f"loop:{match}"]
+        return out
+
+    def _range(self, h: int) -> tuple[int, int, int]:
+        info = self.view.loops[h]
+        return info.lo, info.hi, info.step
 
     def _slice_cover(self, other, h: int) -> bool:
         """Each iteration of loop h, the store writes every element of one slice of its buffer

@@ -84,6 +84,19 @@ def off_by_one_stage(text: str) -> list[Mutant]:
     return _sub_each(text, "off_by_one_stage", pat, edit, "reads the stage being refilled")
 
 
+def wrong_prologue_stage(text: str) -> list[Mutant]:
+    """A pipeline's prologue fills stage 1 where the first iteration reads stage 0 (a write into
+    stage 0 of a staged shared buffer: a store, an async copy or a vector store)."""
+    names = "|".join(sorted(_shared_names(text))) or "$^"
+    pat = rf"^\s*(?:(?:async_copy|store_vec)\(\s*)?(?:{names})\[0, "
+
+    def edit(m, line):
+        if not m.group(0).lstrip().startswith(("async_copy", "store_vec")) and not re.search(r"\]\s*=[^=]", line):
+            return None  # a read of stage 0, not a write
+        return line[:m.end() - 3] + "1, " + line[m.end():]
+    return _sub_each(text, "wrong_prologue_stage", pat, edit, "the prologue fills the wrong stage")
+
+
 def _drop(text: str, op: str, pattern: str, what: str) -> list[Mutant]:
     out = []
     for i, line in enumerate(_lines(text)):
@@ -369,6 +382,7 @@ OPERATORS: dict[str, Callable[[str], list[Mutant]]] = {
     "transpose_shared_read": transpose_shared_read,
     "swap_lane_value": swap_lane_value,
     "off_by_one_stage": off_by_one_stage,
+    "wrong_prologue_stage": wrong_prologue_stage,
     "drop_barrier": drop_barrier,
     "barrier_one_arm": barrier_one_arm,
     "wrong_shuffle_mask": wrong_shuffle_mask,

@@ -1,0 +1,158 @@
+"""Reads of shared elements no store wrote yet: the "unwritten" provenance alternative.
+
+A load's alternatives come from the stores that reach it (chains.Expander.load). An execution in
+which no store wrote the element before the read (a pipeline prologue that fills the wrong stage)
+has no such store, so without an alternative of its own every tag check on the value held
+vacuously. This module builds that alternative where it can be stated without a free thread or
+part variable: for shared stores that write, per execution of their uniform loops, a fixed set of
+in-slice offsets (enumerated over the threads and their inner loops of constant range) at a slice
+chosen by the uniform loops, and whose guards depend on those loops only. When every such store
+either writes all the offsets the load can read or none of them, "store F at iteration j wrote
+the element" is a condition on j alone, and the alternative is constrained by its negation at
+the definite iterations the kill instantiation also uses (chains.kill_depths). Each negation is
+implied by "unwritten", so the alternative over-approximates; where no such statement exists the
+alternative is left out (a documented gap: docs/language.md, Unwritten reads).
+"""
+from __future__ import annotations
+
+import numpy as np
+import z3
+
+from ..facts.view import KernelView
+from ..hw.expr import evaluate, symbols
+from .smt import Encoder, Instance
+
+
+MAX_POINTS = 1 << 20  # (thread, loop iteration) points enumerated per access
+
+
+def offsets(view: KernelView, enc: Encoder, acc, loops: list[int], first: int = 1) -> np.ndarray | None:
+    """The flat offsets (over the dimensions after the `first` ones) that `acc` touches over every
+    thread of the block and every iteration of `loops` (constant ranges); None when those
+    coordinates depend on anything else, or the buffer's extents are not constant."""
+    table = view.kf.table
+    dims = [enc.nodes[e] for e in view.dims.get(acc.buffer, [])]
+    if len(acc.coords) <= first or len(dims) != len(acc.coords) or any(d.op != "const" for d in dims):
+        return None
+    axes = []
+    for g in loops:
+        info = view.loops[g]
+        lo, hi = enc.nodes[info.lo], enc.nodes[info.hi]
+        if lo.op != "const" or hi.op != "const":
+            return None
+        axes.append((f"loop:{g}", np.arange(lo.value, hi.value, enc.nodes[info.step].value)))
+    if int(np.prod([len(a) for _, a in axes])) * enc.block_size() > MAX_POINTS:
+        return None
+    block = enc.block_dims()
+    axes.append(("linear", np.arange(enc.block_size())))
+    grids = np.meshgrid(*[a for _, a in axes], indexing="ij")
+    env = {name: g.ravel() for (name, _), g in zip(axes, grids)}
+    rest = env.pop("linear")
+    for d, extent in enumerate(block):
+        env[f"tid:{d}"] = rest % extent
+        rest = rest // extent
+    names = set(env)
+    flat = np.zeros_like(next(iter(env.values())))
+    for c, d in zip(acc.coords[first:], dims[first:]):
+        if not symbols(table, c) <= names:
+            return None
+        flat = flat * d.value + np.broadcast_to(np.asarray(evaluate(table, c, env)), flat.shape)
+    return flat
+
+
+class Unwritten:
+    """Builds the unwritten alternative's constraints for one kernel (cached per access pair)."""
+
+    def __init__(self, view: KernelView, enc: Encoder, data_guarded: set[int], depths: dict[str, int]):
+        self.view = view
+        self.enc = enc
+        self.data_guarded = data_guarded
+        self.depths = depths
+        self._plans: dict[int, tuple[int, list] | None] = {}
+
+    def constraints(self, load, reader: Instance) -> list[z3.BoolRef] | None:
+        """Necessary conditions for "no store wrote the element `reader` reads before it", or None
+        when they cannot be stated without a free variable (then no alternative is added)."""
+        if load.aid not in self._plans:
+            self._plans[load.aid] = self._plan(load, 1) or self._plan(load, 0)
+        plan = self._plans[load.aid]
+        if plan is None:
+            return None
+        first, stores = plan
+        out: list[z3.BoolRef] = []
+        for store, common in stores:
+            out += [z3.Not(w) for w in self._writes(store, common, first, load, reader)]
+        for c, e in zip(load.coords, self.view.dims[load.buffer]):
+            x = self.enc.int_term(c, reader.env)
+            out += [x >= 0, x < self.enc.int_term(e, reader.env)]
+        return out
+
+    def _plan(self, load, first: int) -> tuple[int, list[tuple[object, list[int]]]] | None:
+        """The stores into the load's buffer that write what it reads, each with the loops it shares
+        with the load, when the first `first` coordinates (the slice: a pipeline stage) depend on
+        uniform loops only; None when a store does not fit the statement in the module docstring."""
+        view = self.view
+        if (view.buffers[load.buffer][0] != "shared" or load.buffer in view.aliases
+                or any(s == load.buffer for s, _base in view.aliases.values())):
+            return None
+        reader_loops = view.enclosing_loops(load.stmt)
+        table = view.kf.table
+        read_loops = [g for g in reader_loops
+                      if any(f"loop:{g}" in symbols(table, c) for c in load.coords[first:])]
+        read = offsets(view, self.enc, load, read_loops, first)
+        if read is None:
+            return None
+        read = np.unique(read)
+        stores = []
+        for store in view.accesses.values():
+            if store.buffer != load.buffer or store.kind not in ("store", "write_all"):
+                continue
+            loops = view.enclosing_loops(store.stmt)
+            common = [g for g in loops if g in reader_loops]
+            if common != loops[:len(common)] or store.stmt in self.data_guarded or store.kind != "store":
+                return None
+            uniform = {f"loop:{g}" for g in common}
+            fixed = list(store.coords[:first]) + [c for c, _p in view.all_guards(store.stmt)]
+            if not all(n in uniform or n.startswith("size:") for c in fixed for n in symbols(table, c)):
+                return None
+            wrote = offsets(view, self.enc, store, loops[len(common):], first)
+            if wrote is None:
+                return None
+            hit = np.isin(read, wrote)
+            if hit.all():
+                stores.append((store, common))
+            elif hit.any():
+                return None  # writes some of what the load reads: which ones depends on the thread
+        return first, stores
+
+    def _writes(self, store, common: list[int], first: int, load, reader: Instance) -> list[z3.BoolRef]:
+        """"`store` wrote the element before the read" at definite iterations: the reader's own
+        iteration of the shared loops (when the store comes first in the body), up to the buffer's
+        kill depth of earlier ones of the innermost shared loop, and its first one."""
+        before = store.stmt < load.stmt  # statement ids are in program order
+        if not common:
+            return [self._wrote(store, dict(reader.env), first, load, reader)] if before else []
+        h = common[-1]
+        info = self.view.loops[h]
+        step = self.enc.nodes[info.step].value
+        i = reader.env[f"loop:{h}"]
+        depth = self.depths.get(store.buffer, 3)
+        out = []
+        candidates = ([i] if before else []) + [i - m * step for m in range(1, depth + 1)]
+        lo = self.enc.int_term(info.lo, reader.env)
+        for j in candidates + [lo]:
+            env = dict(reader.env)
+            env[f"loop:{h}"] = j
+            cond = self.enc.loop_range(h, j, env) + [j <= i if before else j < i]
+            out.append(z3.And(*cond, self._wrote(store, env, first, load, reader)))
+        return out
+
+    def _wrote(self, store, env: dict, first: int, load, reader: Instance) -> z3.BoolRef:
+        """The store's execution at `env`'s loop values runs and writes the load's slice."""
+        cond = []
+        for c, polarity in self.view.all_guards(store.stmt):
+            term = self.enc.bool_term(c, env)
+            cond.append(term if polarity else z3.Not(term))
+        for cs, cl in zip(store.coords[:first], load.coords[:first]):
+            cond.append(self.enc.int_term(cs, env) == self.enc.int_term(cl, reader.env))
+        return z3.And(*cond) if cond else self.enc.bool_val(True)
