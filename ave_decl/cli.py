@@ -256,14 +256,9 @@ def audit(paths, jobs, engine, timeout, file_timeout, rules_dirs, json_file, sar
     from .report.suppress import write_baseline as save_baseline
     from .report.text import render, render_timings
 
-    cache = None if no_cache else Path(cache_dir) if cache_dir else default_dir()
-    # proved queries live beside the verdicts (local workers only: a Dask worker elsewhere would
-    # fill a folder of its own machine that the client never reads)
-    on_dask = scheduler is not None or dask_local is not None
-    proofs = str(cache) if cache is not None and not on_dask else None
-    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets or html_dir is not None,
-                                proof_cache=proofs),
-                        jobs or (os.cpu_count() or 1), file_timeout, cache)
+    opts = AuditOptions(Options(engine, timeout, tuple(rules_dirs), None, confirm, violation_sets or html_dir is not None),
+                        jobs or (os.cpu_count() or 1),
+                        file_timeout, None if no_cache else Path(cache_dir) if cache_dir else default_dir())
     runner = _dask_runner(scheduler, dask_local, jobs, tuple(rules_dirs))  # None: local worker processes
     bars: list = []
     if sys.stdout.isatty() and not quiet:

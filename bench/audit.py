@@ -1,6 +1,6 @@
 """Batch-audit throughput on a generated corpus of kernel variants (correct and mutated).
 
-  python bench/audit.py [--variants 1000] [--keep DIR] [--dask [--slices 10] [--subset 60]]
+  python bench/audit.py [--variants 1000] [--keep DIR] [--dask [--slices 10] [--subset 60]] [--memo]
 
 Generates variants of the example kernels (renamed kernels, shifted index constants that keep
 or break the invariants), then prints kernels/s for -j1 and -j2, cold and warm cache, batched vs
@@ -8,7 +8,8 @@ one-fixpoint-per-kernel, and the per-phase breakdown. With --dask (needs ave-dec
 prints instead kernels/s for -j2 against a Dask LocalCluster of 2 worker processes (the ratio is
 the overhead of Dask on one machine; slices of the corpus alternate between the two), then the
 same with chunks of 4 and 1 kernels on a subset, which is what each worker of a larger cluster
-sees. Figures: docs/performance.md.
+sees. With --memo it prints cold -j2 with the proof memo off and on (slices alternating).
+Figures: docs/performance.md.
 """
 from __future__ import annotations
 
@@ -102,6 +103,31 @@ def dask_main(files: list[Path], slices: int, subset: int) -> None:
                   f"{t_l / t_d:.3f}", flush=True)
 
 
+def memo_main(files: list[Path], slices: int) -> None:
+    """Cold -j2 (no verdict cache) with the proof memo off and on (solver/proof_memo.py; in
+    memory, per audit chunk: the kernels of one chunk share their proofs), slices of the corpus
+    alternating; the reports must be equal."""
+    import os
+
+    opts = AuditOptions(Options(violation_sets=False), jobs=2, file_timeout_s=120, cache_dir=None)
+    totals = {"off": 0.0, "on": 0.0}
+    same = True
+    for i in range(slices):
+        part = [str(f) for f in files[i::slices]]
+        reports = {}
+        for mode in ("off", "on") if i % 2 == 0 else ("on", "off"):
+            os.environ["AVE_PROOF_MEMO"] = mode
+            t, report, _ = timed(opts, part)
+            totals[mode] += t
+            reports[mode] = json.dumps(report.to_json(timings=False), sort_keys=True)
+        same &= reports["off"] == reports["on"]
+    os.environ.pop("AVE_PROOF_MEMO", None)
+    n = len(files)
+    print(f"-j2 cold, memo off: {totals['off']:7.1f} s = {n / totals['off']:6.2f} kernels/s; memo on: "
+          f"{totals['on']:7.1f} s = {n / totals['on']:6.2f} kernels/s; on/off time {totals['on'] / totals['off']:.3f}; "
+          f"reports identical: {same}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--variants", type=int, default=1000)
@@ -109,12 +135,18 @@ def main() -> None:
     ap.add_argument("--dask", action="store_true", help="-j2 against a 2-worker Dask LocalCluster")
     ap.add_argument("--slices", type=int, default=10, help="--dask: slices audited alternately by both")
     ap.add_argument("--subset", type=int, default=60, help="--dask: kernels of the small-chunk runs (0: none)")
+    ap.add_argument("--memo", action="store_true", help="cold -j2 with the proof memo off and on, alternating slices")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ave-audit-bench-"))
     corpus = args.keep or tmp / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
     files = generate(corpus, args.variants)
     print(f"corpus: {len(files)} kernel files in {corpus}")
+    if args.memo:
+        memo_main(files, args.slices)
+        if args.keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     if args.dask:
         dask_main(files, args.slices, args.subset)
         if args.keep is None:

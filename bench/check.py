@@ -4,6 +4,7 @@ Prints milliseconds per phase and the warm/cold ratio; the machine is noisy, so 
 within one run rather than absolute numbers across runs. Usage: python bench/check.py [--repeat N]
 
 `--cli FILE` times whole `ave check FILE` processes instead (cold start as a shell sees it).
+`--memo` keeps the proof memo on (off by default: a warm run would reuse every proof of the first).
 
 `--against REV` measures a git revision too (extracted with `git worktree` into a temporary
 directory): for each example, fresh processes of both trees alternate, each timing one cold run
@@ -161,9 +162,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per example with --against")
     ap.add_argument("--only", nargs="+", metavar="STEM", help="these examples only (file stems)")
     ap.add_argument("--cli", metavar="FILE", help="time whole `ave check FILE` processes (with --against: both trees)")
+    ap.add_argument("--memo", action="store_true",
+                    help="keep the proof memo on (solver/proof_memo.py): warm runs then reuse the proofs of the first "
+                         "run, as an agent re-checking a kernel does; off by default, so warm = the work of one check")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-runs", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not args.memo:
+        os.environ["AVE_PROOF_MEMO"] = "off"  # children inherit it
     if args.child:
         print(json.dumps(one_run(Path(args.child))))
         return

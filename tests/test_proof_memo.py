@@ -142,3 +142,24 @@ def test_the_memo_is_bounded_and_forgets_the_least_recently_used():
     assert m.proved(b"a" * 16)
     m.remember(b"c" * 16)
     assert m.proved(b"a" * 16) and not m.proved(b"b" * 16) and m.proved(b"c" * 16)
+
+
+def test_the_audit_keeps_its_proofs_beside_the_verdict_cache(ave, tmp_path):
+    """A copy of a corpus under another name misses the verdict cache (the path is part of its
+    key) but meets every proof of the first audit: the proof file does not grow, and the reports
+    agree but for the paths."""
+    first, second, cache = tmp_path / "first", tmp_path / "second", tmp_path / "cache"
+    for d in (first, second):
+        d.mkdir()
+        for name in ("gemm_lds_mfma.ave", "untagged_operand.ave"):
+            (d / name).write_text((EXAMPLES / name).read_text())
+    a = ave("audit", first, "-j", "1", "--cache-dir", cache, "--no-timings", "--json", tmp_path / "a.json")
+    store = cache / "proofs" / "proofs-v1.bin"
+    size = store.stat().st_size
+    assert size > len(ProofFile.MAGIC)
+    b = ave("audit", second, "-j", "1", "--cache-dir", cache, "--no-timings", "--json", tmp_path / "b.json")
+    assert store.stat().st_size == size and a.code == b.code == 1
+    assert (tmp_path / "a.json").read_text().replace(str(first), "X") == \
+        (tmp_path / "b.json").read_text().replace(str(second), "X")
+    ave("audit", first, "-j", "1", "--no-cache", "--cache-dir", tmp_path / "none")
+    assert not (tmp_path / "none").exists()

@@ -18,7 +18,7 @@ import numbers
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Protocol, Union
 
@@ -258,6 +258,10 @@ def audit(paths: list[str], opts: AuditOptions, progress: Callable[[int], None] 
     report = Report(engine=opts.check.engine)
     report.errors.extend(errors)
     cache = Cache(opts.cache_dir) if opts.cache_dir else None
+    if cache is not None and runner is None and opts.check.proof_cache is None:
+        # proved queries live beside the verdicts (local workers only: a Dask worker elsewhere
+        # would fill a folder of its own machine that the client never reads)
+        opts = replace(opts, check=replace(opts.check, proof_cache=str(opts.cache_dir)))
     options = {"engine": opts.check.engine, "timeout": opts.check.timeout_s, "confirm": opts.check.confirm,
                "violation_sets": opts.check.violation_sets}
     results: dict[str, FileResult] = {}
