@@ -121,3 +121,27 @@ def test_optimizing_the_naive_attention_accepts_three_techniques(tmp_path):
     best = (tmp_path / "out" / "best.ave").read_text()
     (run,) = ave_decl.run(best, sizes=GATE, path="best.ave")
     assert run.ok
+
+
+@SLOW
+def test_a_wrong_transposition_of_v_is_rejected_with_a_replayed_counterexample(tmp_path):
+    """bench/planner_broken.py's attention case: V staged transposed but read as if it were not;
+    rejected at `check` by ave/mma-k-pairing, the counterexample confirmed by the simulator."""
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES.parent / "bench"))
+    from planner_broken import STAGED_ATTENTION, transpose_v_read_untransposed
+
+    from ave_planner.rewrites import REWRITES
+
+    text = render_attention_ladder(STAGED_ATTENTION)
+    rewrites = {**REWRITES, "broken": transpose_v_read_untransposed}
+    d = tmp_path / "kb"
+    d.mkdir()
+    src = (EXAMPLES.parent / "planner" / "knowledge" / "transpose_v.toml").read_text()
+    (d / "transpose_v.toml").write_text(src.replace('rewrite = "transpose_v"', 'rewrite = "broken"'))
+    kb = load_knowledge(d, rewrites)
+    result = optimize(text, "staged.ave", kb, BanditPlanner(), SETTINGS, 1, History(None), rewrites=rewrites)
+    (ep,) = result.episodes
+    assert (ep.outcome, ep.gate) == ("rejected", "check") and "ave/mma-k-pairing" in ep.reason, ep
+    assert ep.counterexample["replay"]["confirmed"] and result.best.text == text
