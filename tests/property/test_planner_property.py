@@ -49,3 +49,34 @@ def test_every_applicable_technique_keeps_the_kernel_verified_and_correct(spec, 
         allowed = ep.outcome in ("accepted", "not applicable") or ep.gate == "model" \
             or (ep.gate == "check" and "allows" in ep.reason and "bytes" in ep.reason)
         assert allowed, (spec, tid, params, ep.gate, ep.reason)
+
+
+@st.composite
+def attention_steps(draw) -> "AttnSpec":
+    """A step of the attention ladder (examples/attention_naive.ave and what the techniques make of it)."""
+    from ave_decl.transform.attention_templates import AttnSpec
+
+    causal, online = draw(st.booleans()), draw(st.booleans())
+    mfma = online and draw(st.booleans())
+    staged = mfma and draw(st.booleans())
+    return AttnSpec(online=online, causal=causal, skip=causal and draw(st.booleans()),
+                    instruction="32x32x8" if mfma else "fma", staged=staged,
+                    waves=draw(st.sampled_from([2, 4])) if staged else 1,
+                    v_transposed=staged and draw(st.booleans()), pad=draw(st.sampled_from([0, 4])) if mfma else 0)
+
+
+@pytest.mark.slow  # matrix-instruction attention kernels run for over 10 s each on the host
+@settings(max_examples=3, deadline=None)
+@given(spec=attention_steps())
+def test_every_applicable_attention_technique_keeps_the_kernel_verified_and_correct(spec):
+    from ave_planner.rewrites import AttnRecipe
+
+    from ave_decl.transform.attention_templates import render_attention_ladder
+
+    s = Settings("amdgpu", "mi300x", {"H": 32, "S": 4096}, {"H": 1, "S": 128}, measure=False)
+    start = Candidate(render_attention_ladder(spec), AttnRecipe(spec))
+    before = estimate(start.text, s.sizes, s.device)
+    for tid in sorted(applicable(start.text, [t for t in KB.values() if "amdgpu" in t.targets])):
+        for params in arms(KB[tid], "amdgpu")[:1]:
+            ep = run_episode(1, start, before, KB[tid], params, s).episode
+            assert ep.outcome in ("accepted", "not applicable") or ep.gate == "model", (spec, tid, ep.gate, ep.reason)
