@@ -33,7 +33,7 @@ SETTINGS = Settings("amdgpu", "mi300x", {"M": 4096, "N": 4096, "K": 4096}, {"M":
 
 def test_the_knowledge_base_has_the_ladder_techniques_and_every_entry_is_complete():
     assert {"shared_staging", "matrix_instructions", "vector_copies", "swizzle_shared", "pad_shared", "pipeline",
-            "retile", "split_k"} <= set(KB)
+            "retile", "split_k", "register_prefetch"} <= set(KB)
     invariants = ave_decl.invariants()
     for t in KB.values():
         assert t.description.strip() and t.title and t.rewrite in REWRITES
@@ -43,7 +43,7 @@ def test_the_knowledge_base_has_the_ladder_techniques_and_every_entry_is_complet
 
 EXPECTED = {  # kernel -> the techniques whose precondition holds
     "gemm_naive.ave": {"shared_staging"},
-    "gemm_lds_mfma.ave": {"pad_shared", "pipeline", "retile", "swizzle_shared", "split_k"},
+    "gemm_lds_mfma.ave": {"pad_shared", "pipeline", "retile", "swizzle_shared", "split_k", "register_prefetch"},
     "gemm_pipelined.ave": {"pad_shared", "retile", "swizzle_shared", "vector_copies"},
 }
 ENGINES = ["embedded", pytest.param("souffle", marks=pytest.mark.skipif(
@@ -174,6 +174,17 @@ def test_split_k_is_verified_and_host_correct_on_a_staged_gemm():
     out = run_episode(1, start, estimate(start.text, s.sizes, s.device, True), KB["split_k"], {"split": 2}, s)
     assert out.episode.outcome == "accepted", (out.episode.gate, out.episode.reason)
     assert "if g == 1:" in out.candidate.text
+
+
+def test_register_prefetch_is_verified_host_correct_and_overlaps_memory_with_compute():
+    from ave_planner.rewrites import Candidate, Recipe
+
+    spec = GemmSpec(2, 2, 16, copy_width=1, input_dtype="f32")
+    start = Candidate(Recipe(spec).render(), Recipe(spec))
+    out = run_episode(1, start, estimate(start.text, SETTINGS.sizes, SETTINGS.device), KB["register_prefetch"], {},
+                      Settings("amdgpu", "mi300x", SETTINGS.sizes, SETTINGS.gate_sizes, measure=False))
+    assert out.episode.outcome == "accepted", (out.episode.gate, out.episode.reason)
+    assert out.estimate.overlapped and "kn = (kt + 16) % K" in out.candidate.text
 
 
 def test_the_model_sees_coalescing_and_bank_conflicts():

@@ -78,6 +78,63 @@ def pipeline_k_loop(module: A.Module, read_stage: str = "st", stages: int = 2) -
     return parse_text("\n".join(decls + prologue + new_loop + lines[end:]), "pipelined.ave")
 
 
+def register_prefetch_k_loop(module: A.Module) -> A.Module:
+    """Register prefetch of a shared-memory GEMM's K loop: the shared tiles get two stages; the
+    prologue stores tile 0 into stage 0; iteration kt loads tile kt + KT (wrapping to tile 0 on
+    the last iteration, so the body has no branch) into register arrays before multiplying stage
+    `st = (kt // KT) % 2`, and stores them into the other stage after. One barrier at the top of
+    each iteration publishes the stores of the previous one and separates its reads from the next
+    refill. Applies to the shape `strategies.render` draws with one element per copy step (not
+    vector copies) and no swizzled layout; any other module is returned unchanged."""
+    text = printer.module(module)
+    lines = text.split("\n")
+    shared = {m.group(1): m for m in (re.match(r"    (\w+) = shared\((\w+), \((\d+), (\d+)\)\)$", ln) for ln in lines)
+              if m}
+    head = next((i for i, ln in enumerate(lines) if re.match(r"    for kt in range\(0, K, (\d+)\):$", ln)), None)
+    if len(shared) != 2 or head is None or any("layout=" in ln for ln in lines if "shared(" in ln):
+        return module
+    step = int(re.match(r"    for kt in range\(0, K, (\d+)\):$", lines[head]).group(1))  # type: ignore[union-attr]
+    end = next((i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith("        ")), len(lines))
+    body = lines[head + 1:end]
+    bars = [i for i, ln in enumerate(body) if ln == "        syncthreads()"]
+    if len(bars) != 2 or bars[1] != len(body) - 1:
+        return module
+    copy, compute = body[:bars[0]], body[bars[0] + 1:bars[1]]
+    loops = [i for i, ln in enumerate(copy) if re.match(r"        for \w+ in range\(\d+\):$", ln)]
+    if len(loops) != 2 or len(copy) != 6 or any("load_vec" in ln or "store_vec" in ln for ln in copy):
+        return module
+    names = "|".join(shared)
+    src = re.search(r"def \w+\(A: Tensor\[(\w+),", text)
+    if src is None:
+        return module
+    regs, prologue, loads, stores = [], [], [], []
+    for at in loops:
+        loop, index, store = copy[at], copy[at + 1], copy[at + 2]
+        m = re.match(rf"(\s*)({names})\[(.*)\] = (.*)$", store)
+        trip = re.match(r"        for (\w+) in range\((\d+)\):$", loop)
+        if m is None or trip is None:
+            return module
+        var, count, buf, reg = trip.group(1), trip.group(2), m.group(2), f"r{m.group(2).lower()}"
+        ivar = index.strip().split(" = ")[0]
+
+        def renamed(x: str, suffix: str, ivar: str = ivar) -> str:
+            return re.sub(rf"\b{ivar}\b", ivar + suffix, x)
+
+        first_tile = re.sub(r"\bkt\b", "0", m.group(4))
+        next_tile = re.sub(r"\bkt\b", "kn", m.group(4))
+        regs.append(f"    {reg} = local({src.group(1)}, ({count},))")
+        prologue += [loop[4:], renamed(index[4:], "0"),
+                     f"        {buf}[0, {renamed(m.group(3), '0')}] = {renamed(first_tile, '0')}"]
+        loads += [loop, index, f"            {reg}[{var}] = {next_tile}"]
+        stores += [loop, renamed(index, "1"), f"            {buf}[1 - st, {renamed(m.group(3), '1')}] = {reg}[{var}]"]
+    reads = [re.sub(rf"\b({names})\[", r"\g<1>[st, ", ln) for ln in compute]
+    new_loop = [lines[head], f"        st = (kt // {step}) % 2", f"        kn = (kt + {step}) % K", "        syncthreads()",
+                *loads, *reads, *stores]
+    decls = [re.sub(r"shared\((\w+), \((\d+), (\d+)\)\)$", r"shared(\1, (2, \2, \3))", ln) if ln in
+             {m.group(0) for m in shared.values()} else ln for ln in lines[:head]]
+    return parse_text("\n".join(decls + regs + prologue + new_loop + lines[end:]), "prefetched.ave")
+
+
 def pipeline_k_loop_3_stages(module: A.Module) -> A.Module:
     """Three stages: two tiles in flight ahead of the one being multiplied."""
     return pipeline_k_loop(module, stages=3)

@@ -82,6 +82,8 @@ class _Walk:
     async_in_loop: bool = False
     grid: tuple[int, ...] = (1,)
     data_names: set[str] = field(default_factory=set)  # scalars that hold data (not index arithmetic)
+    registers: set[str] = field(default_factory=set)  # register arrays (`local(...)`)
+    prefetched: set[str] = field(default_factory=set)  # register arrays stored from a global load
 
     # ------------------------------------------------------------ evaluation
     def value(self, e: A.Expr, env: dict[str, int]) -> int:
@@ -226,6 +228,11 @@ class _Walk:
             self.expr(s.value, weight, env)
             if isinstance(s.target, A.Subscript):
                 self.subscript(s.target, weight, env, load=False)
+            target, source = _buffer_of(s.target), _buffer_of(s.value)
+            if target in self.registers and source in self.tensors:
+                self.prefetched.add(target)  # a register array filled from global memory
+            if self.loops and target in self.shared and source in self.prefetched:
+                self.async_in_loop = True  # register prefetch: the loads are in flight during the compute
             if self.is_data(s.value) or (isinstance(s.target, A.Name) and s.target.id in self.data_names):
                 if isinstance(s.target, A.Name):
                     self.data_names.add(s.target.id)
@@ -351,6 +358,7 @@ def _estimate(text: str, sizes: dict[str, int], device: str, compiled: bool = Fa
         if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.target.id not in walk.defs:
             walk.defs[s.target.id] = s.value
     _collect_shared(walk, k.body)
+    walk.registers = _registers(k.body)
     threads = math.prod(grid) * math.prod(walk.block)
     walk.body(k.body, float(threads), {})
     c = walk.counts
@@ -414,6 +422,17 @@ def _dims(walk: _Walk, e: A.Expr | None) -> tuple[int, ...]:
         return (1,)
     elts = e.elts if isinstance(e, A.Tuple) else (e,)
     return tuple(max(1, walk.value(x, {})) for x in elts)
+
+
+def _buffer_of(e: A.Expr) -> str | None:
+    """The buffer `e` indexes (`buf[i, j]`), if it is a subscript of a name."""
+    return e.value.id if isinstance(e, A.Subscript) and isinstance(e.value, A.Name) else None
+
+
+def _registers(stmts) -> set[str]:
+    """The kernel's register arrays (`name = local(...)`)."""
+    return {s.target.id for s in walk(stmts) if isinstance(s, A.Assign) and isinstance(s.target, A.Name)
+            and isinstance(s.value, A.Call) and s.value.func_name == "local"}
 
 
 def _collect_shared(w: _Walk, stmts) -> None:

@@ -19,6 +19,7 @@ from typing import Callable
 from ave_decl.lang import printer
 from ave_decl.lang.parser import parse_text
 from ave_decl.transform.catalogue import pipeline_k_loop, pipeline_k_loop_3_stages, vectorize_copies, xor_swizzle_shared
+from ave_decl.transform.gemm_rewrites import register_prefetch_k_loop
 from ave_decl.transform.attention_templates import AttnSpec, render_attention_ladder
 from ave_decl.transform.gemm_templates import GemmSpec, render, valid_swizzles
 
@@ -29,12 +30,15 @@ MATRIX_INSTRUCTIONS = {"amdgpu": ("32x32x8", "16x16x16"), "host": ("32x32x8", "1
 class Recipe:
     spec: GemmSpec
     stages: int = 0  # 0: not pipelined; 2 or 3: pipeline_k_loop after rendering
+    prefetch: bool = False  # register_prefetch_k_loop after rendering (instead of a pipeline)
 
     def render(self) -> str | None:
         """The kernel's text, or None when a later step no longer applies to the new record."""
         module = parse_text(render(self.spec).lstrip("\n"), f"{self.spec.name}.ave")
-        if self.stages:
-            piped = (pipeline_k_loop if self.stages == 2 else pipeline_k_loop_3_stages)(module)
+        if self.stages or self.prefetch:
+            fn = register_prefetch_k_loop if self.prefetch else \
+                pipeline_k_loop if self.stages == 2 else pipeline_k_loop_3_stages
+            piped = fn(module)
             if piped == module:
                 return None
             module = piped
@@ -200,6 +204,17 @@ def swizzle_shared(c: Candidate, p: dict) -> Candidate | None:
     return _ast(c, xor_swizzle_shared)
 
 
+def register_prefetch(c: Candidate, p: dict) -> Candidate | None:
+    """Two shared stages; the next K tile is loaded into registers before the current one is
+    multiplied and stored into the other stage after (no async copies)."""
+    g = _gemm(c)
+    if g is None or g.spec.naive or g.stages or g.prefetch:
+        return None
+    recipe = dataclasses.replace(g, prefetch=True)
+    text = recipe.render()
+    return None if text is None else Candidate(text, recipe)
+
+
 def split_k(c: Candidate, p: dict) -> Candidate | None:
     """`split` groups of waves per block share each K tile, each multiplying its share of the
     tile's K steps into its own accumulators; the partial sums meet through shared memory."""
@@ -234,7 +249,7 @@ def pipeline(c: Candidate, p: dict) -> Candidate | None:
     if isinstance(c.recipe, AttnRecipe):
         return None
     if c.recipe is not None:
-        if c.recipe.spec.naive or c.recipe.stages:
+        if c.recipe.spec.naive or c.recipe.stages or c.recipe.prefetch:
             return None
         recipe = dataclasses.replace(c.recipe, stages=stages)
         text = recipe.render()
@@ -289,6 +304,7 @@ PARAMETERS: dict[str, dict[str, tuple]] = {
     "pad_shared": {"pad": (2, 4, 8, 16)},
     "pipeline": {"stages": (2, 3)},
     "split_k": {"split": (2,)},
+    "register_prefetch": {},
     "online_softmax": {},
     "stage_kv": {"waves": (2, 4)},
     "transpose_v": {},
@@ -304,6 +320,7 @@ REWRITES: dict[str, Rewrite] = {
     "pad_shared": pad_shared,
     "pipeline": pipeline,
     "split_k": split_k,
+    "register_prefetch": register_prefetch,
     "online_softmax": online_softmax,
     "stage_kv": stage_kv,
     "transpose_v": transpose_v,
