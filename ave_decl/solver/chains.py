@@ -18,7 +18,7 @@ from ..lang import ast as A
 from ..lang.parser import parse_expression
 from .deferred import Deferred
 from .smt import Encoder, Instance, as_int
-from .unwritten import Unwritten
+from .unwritten import Unwritten, offsets
 
 MAX_DEPTH = 24
 KILL_DEPTH = 3  # later iterations instantiated per overwriting store, at least (see kill_depth)
@@ -426,7 +426,7 @@ class Expander:
     def _check_slice_cover(self, other, h: int) -> bool:
         import numpy as np
 
-        from ..hw.expr import evaluate, symbols
+        from ..hw.expr import symbols
 
         table = self.view.kf.table
         if other.kind != "store" or len(other.coords) < 2 or other.buffer not in self.view.bijective:
@@ -435,37 +435,15 @@ class Expander:
         if h not in loops:
             return False
         uniform = {f"loop:{g}" for g in loops[:loops.index(h) + 1]}
-        inner = loops[loops.index(h) + 1:]
         ok_uniform = lambda names: all(n in uniform or n.startswith("size:") for n in names)  # noqa: E731
         if not ok_uniform(symbols(table, other.coords[0])):
             return False
         if not all(ok_uniform(symbols(table, c)) for c, _p in self.view.all_guards(other.stmt)):
             return False
-        dims = [self.enc.nodes[e] for e in self.view.dims[other.buffer]]
-        if any(d.op != "const" for d in dims):
+        flat = offsets(self.view, self.enc, other, loops[loops.index(h) + 1:])
+        if flat is None:
             return False
-        axes = []
-        for g in inner:
-            info = self.view.loops[g]
-            lo, hi = self.enc.nodes[info.lo], self.enc.nodes[info.hi]
-            if lo.op != "const" or hi.op != "const":
-                return False
-            axes.append((f"loop:{g}", np.arange(lo.value, hi.value, self.enc.nodes[info.step].value)))
-        block = self.enc.block_dims()
-        axes.append(("linear", np.arange(self.enc.block_size())))
-        grids = np.meshgrid(*[a for _, a in axes], indexing="ij")
-        env = {name: g.ravel() for (name, _), g in zip(axes, grids)}
-        rest = env.pop("linear")
-        for d, extent in enumerate(block):
-            env[f"tid:{d}"] = rest % extent
-            rest = rest // extent
-        names = set(env)
-        flat = np.zeros_like(next(iter(env.values())))
-        for c, d in zip(other.coords[1:], dims[1:]):
-            if not symbols(table, c) <= names:
-                return False
-            flat = flat * d.value + np.broadcast_to(np.asarray(evaluate(table, c, env)), flat.shape)
-        size = int(np.prod([d.value for d in dims[1:]]))
+        size = int(np.prod([self.enc.nodes[e].value for e in self.view.dims[other.buffer][1:]]))
         return bool(flat.size == size and np.array_equal(np.sort(flat), np.arange(size)))
 
     def _slice_kill(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
