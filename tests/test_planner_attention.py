@@ -1,7 +1,7 @@
 """The planner's attention demonstration (issue 14, item 7): the attention techniques of the
 knowledge base, their preconditions on both engines, each applied where it holds giving a
 VERIFIED, host-correct kernel, the model's ranking of the attention ladder, and a short
-`optimize` run from examples/attention_naive.ave that accepts at least three techniques."""
+`optimize` run from examples/attention/attention_naive.ave that accepts at least three techniques."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,8 +24,8 @@ from ave_decl.datalog.souffle_engine import find_souffle  # noqa: E402
 from ave_decl.transform.attention_templates import AttnSpec, render_attention_ladder  # noqa: E402
 
 KB = load_knowledge()
-NAIVE = EXAMPLES / "attention_naive.ave"
-CAUSAL = EXAMPLES / "attention_naive_causal.ave"
+NAIVE = EXAMPLES / "attention" / "attention_naive.ave"
+CAUSAL = EXAMPLES / "attention" / "attention_naive_causal.ave"
 SIZES, GATE = {"H": 32, "S": 4096}, {"H": 1, "S": 128}
 SETTINGS = Settings("amdgpu", "mi300x", SIZES, GATE, measure=False)
 ATTENTION = {"online_softmax", "stage_kv", "transpose_v", "causal_skip"}
@@ -110,7 +110,7 @@ def test_the_model_ranks_the_attention_ladder(device):
 
 
 def test_optimizing_the_naive_attention_accepts_three_techniques(tmp_path):
-    """Three episodes from examples/attention_naive.ave on amdgpu: online softmax, matrix
+    """Three episodes from examples/attention/attention_naive.ave on amdgpu: online softmax, matrix
     instructions and padding, each accepted only after passing every gate (VERIFIED with its
     invariants proved, the host output equal to the reference, a lower estimate)."""
     text = NAIVE.read_text()

@@ -1,5 +1,5 @@
 """The attention ladder the planner lowers into: one record (`AttnSpec`) per step from the naive
-kernel (`examples/attention_naive.ave`) to a flash-style one, and the `.ave` text it stands for.
+kernel (`examples/attention/attention_naive.ave`) to a flash-style one, and the `.ave` text it stands for.
 
 Why a record and not AST surgery: each step (online softmax, K/V tiles in shared memory, matrix
 instructions, V transposed through shared memory, causal block skipping) changes the kernel's

@@ -53,7 +53,7 @@ def test_every_applicable_technique_keeps_the_kernel_verified_and_correct(spec, 
 
 @st.composite
 def attention_steps(draw) -> "AttnSpec":
-    """A step of the attention ladder (examples/attention_naive.ave and what the techniques make of it)."""
+    """A step of the attention ladder (examples/attention/attention_naive.ave and what the techniques make of it)."""
     from ave_decl.transform.attention_templates import AttnSpec
 
     causal, online = draw(st.booleans()), draw(st.booleans())
