@@ -26,6 +26,33 @@ from .gemm_templates import (
 )
 
 
+def _k_loop(module: A.Module):
+    """The printed module's lines, its 2-D shared tiles (name -> declaration match), the K loop's
+    line, step and end, its copy lines and its compute lines: for the shape `strategies.render`
+    draws (copy loops, barrier, compute, barrier at the end of the K loop), without a swizzled
+    layout; None otherwise."""
+    lines = printer.module(module).split("\n")
+    shared = {m.group(1): m for m in (re.match(r"    (\w+) = shared\((\w+), \((\d+), (\d+)\)\)$", ln) for ln in lines)
+              if m}
+    head = next((i for i, ln in enumerate(lines) if re.match(r"    for kt in range\(0, K, (\d+)\):$", ln)), None)
+    if not shared or head is None or any("layout=" in ln for ln in lines if "shared(" in ln):
+        return None
+    step = int(re.match(r"    for kt in range\(0, K, (\d+)\):$", lines[head]).group(1))  # type: ignore[union-attr]
+    end = next((i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith("        ")), len(lines))
+    body = lines[head + 1:end]
+    bars = [i for i, ln in enumerate(body) if ln == "        syncthreads()"]
+    if len(bars) != 2 or bars[1] != len(body) - 1:
+        return None
+    return lines, shared, head, step, end, body[:bars[0]], body[bars[0] + 1:bars[1]]
+
+
+def _staged_decls(lines: list[str], shared: dict, stages: int) -> list[str]:
+    """The declarations with a leading stage dimension on every shared tile."""
+    decls = {m.group(0) for m in shared.values()}
+    return [re.sub(r"shared\((\w+), \((\d+), (\d+)\)\)$", rf"shared(\1, ({stages}, \2, \3))", ln) if ln in decls
+            else ln for ln in lines]
+
+
 def pipeline_k_loop(module: A.Module, read_stage: str = "st", stages: int = 2) -> A.Module:
     """Software-pipeline the K loop of a shared-memory GEMM with S = `stages` stages: every shared
     tile gets a leading stage dimension, the prologue fetches tiles 0 .. S-2, and iteration kt
@@ -35,20 +62,10 @@ def pipeline_k_loop(module: A.Module, read_stage: str = "st", stages: int = 2) -
     Applies to kernels of the shape that `strategies.render` draws (copy loops, barrier, compute
     loop, barrier); any other module, and tiles with a swizzled layout, are returned unchanged.
     `read_stage` is the stage the compute reads (the correct one is `st`)."""
-    text = printer.module(module)
-    lines = text.split("\n")
-    shared = {m.group(1): m for m in (re.match(r"    (\w+) = shared\((\w+), \((\d+), (\d+)\)\)$", ln) for ln in lines)
-              if m}
-    head = next((i for i, ln in enumerate(lines) if re.match(r"    for kt in range\(0, K, (\d+)\):$", ln)), None)
-    if not shared or head is None or any("layout=" in ln for ln in lines if "shared(" in ln):
+    shape = _k_loop(module)
+    if shape is None:
         return module
-    step = int(re.match(r"    for kt in range\(0, K, (\d+)\):$", lines[head]).group(1))  # type: ignore[union-attr]
-    end = next((i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith("        ")), len(lines))
-    body = lines[head + 1:end]
-    bars = [i for i, ln in enumerate(body) if ln == "        syncthreads()"]
-    if len(bars) != 2 or bars[1] != len(body) - 1:
-        return module
-    copy, compute = body[:bars[0]], body[bars[0] + 1:bars[1]]
+    lines, shared, head, step, end, copy, compute = shape
     names = "|".join(shared)
 
     def staged_copy(block: list[str], stage: str, kt: str, rename: str = "") -> list[str]:
@@ -73,9 +90,8 @@ def pipeline_k_loop(module: A.Module, read_stage: str = "st", stages: int = 2) -
     reads = [re.sub(rf"\b({names})\[", rf"\g<1>[{read_stage}, ", ln) for ln in compute]
     new_loop = [lines[head], f"        st = (kt // {step}) % {stages}", "        async_wait()", "        syncthreads()",
                 f"        if kt + {ahead} < K:"] + refill + reads
-    decls = [re.sub(r"shared\((\w+), \((\d+), (\d+)\)\)$", rf"shared(\1, ({stages}, \2, \3))", ln) if ln in
-             {m.group(0) for m in shared.values()} else ln for ln in lines[:head]]
-    return parse_text("\n".join(decls + prologue + new_loop + lines[end:]), "pipelined.ave")
+    return parse_text("\n".join(_staged_decls(lines[:head], shared, stages) + prologue + new_loop + lines[end:]),
+                      "pipelined.ave")
 
 
 def register_prefetch_k_loop(module: A.Module) -> A.Module:
@@ -86,20 +102,11 @@ def register_prefetch_k_loop(module: A.Module) -> A.Module:
     each iteration publishes the stores of the previous one and separates its reads from the next
     refill. Applies to the shape `strategies.render` draws with one element per copy step (not
     vector copies) and no swizzled layout; any other module is returned unchanged."""
-    text = printer.module(module)
-    lines = text.split("\n")
-    shared = {m.group(1): m for m in (re.match(r"    (\w+) = shared\((\w+), \((\d+), (\d+)\)\)$", ln) for ln in lines)
-              if m}
-    head = next((i for i, ln in enumerate(lines) if re.match(r"    for kt in range\(0, K, (\d+)\):$", ln)), None)
-    if len(shared) != 2 or head is None or any("layout=" in ln for ln in lines if "shared(" in ln):
+    shape = _k_loop(module)
+    if shape is None or len(shape[1]) != 2:
         return module
-    step = int(re.match(r"    for kt in range\(0, K, (\d+)\):$", lines[head]).group(1))  # type: ignore[union-attr]
-    end = next((i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith("        ")), len(lines))
-    body = lines[head + 1:end]
-    bars = [i for i, ln in enumerate(body) if ln == "        syncthreads()"]
-    if len(bars) != 2 or bars[1] != len(body) - 1:
-        return module
-    copy, compute = body[:bars[0]], body[bars[0] + 1:bars[1]]
+    lines, shared, head, step, end, copy, compute = shape
+    text = "\n".join(lines)
     loops = [i for i, ln in enumerate(copy) if re.match(r"        for \w+ in range\(\d+\):$", ln)]
     if len(loops) != 2 or len(copy) != 6 or any("load_vec" in ln or "store_vec" in ln for ln in copy):
         return module
@@ -130,9 +137,8 @@ def register_prefetch_k_loop(module: A.Module) -> A.Module:
     reads = [re.sub(rf"\b({names})\[", r"\g<1>[st, ", ln) for ln in compute]
     new_loop = [lines[head], f"        st = (kt // {step}) % 2", f"        kn = (kt + {step}) % K", "        syncthreads()",
                 *loads, *reads, *stores]
-    decls = [re.sub(r"shared\((\w+), \((\d+), (\d+)\)\)$", r"shared(\1, (2, \2, \3))", ln) if ln in
-             {m.group(0) for m in shared.values()} else ln for ln in lines[:head]]
-    return parse_text("\n".join(decls + regs + prologue + new_loop + lines[end:]), "prefetched.ave")
+    return parse_text("\n".join(_staged_decls(lines[:head], shared, 2) + regs + prologue + new_loop + lines[end:]),
+                      "prefetched.ave")
 
 
 def pipeline_k_loop_3_stages(module: A.Module) -> A.Module:
