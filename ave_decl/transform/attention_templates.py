@@ -51,8 +51,8 @@ def render_attention_ladder(spec: AttnSpec) -> str:
     return _scalar(spec)
 
 
-def _header(spec: AttnSpec, grid: str, block: int, tolerance: float | None) -> str:
-    tol = "" if tolerance is None else f", tolerance={tolerance:g}"
+def _header(spec: AttnSpec, grid: str, block: int) -> str:
+    tol = "" if spec.tolerance is None else f", tolerance={spec.tolerance:g}"
     imports = "from ave.amdgpu import mfma_f32_32x32x8_bf16\n\n" if spec.instruction != "fma" else ""
     return f'''{imports}@kernel(grid={grid}, block={block}, wave=64, reference="O = attention(Q, K, V, causal={spec.causal})"{tol})
 def {spec.name}(Q: Tensor[f32, (H, S, {D})], K: Tensor[f32, (H, S, {D})], V: Tensor[f32, (H, S, {D})],
@@ -64,7 +64,7 @@ def {spec.name}(Q: Tensor[f32, (H, S, {D})], K: Tensor[f32, (H, S, {D})], V: Ten
 '''
 
 
-def _key_loop(spec: AttnSpec, var: str, step: int) -> str:
+def _key_loop(spec: AttnSpec, step: int) -> str:
     """The loop over keys (tiles): causal block skipping stops after the tile holding the
     block's last query."""
     hi = f"qb + {spec.queries}" if spec.skip else "S"
@@ -84,26 +84,26 @@ def _score(spec: AttnSpec, key: str, kref: str, indent: str) -> list[str]:
 def _scalar(spec: AttnSpec) -> str:
     """One thread per query row; scalar FMAs over the head dimension."""
     kt = spec.tile
-    out = [_header(spec, "(S // 64, H)", 64, spec.tolerance).rstrip("\n"),
+    out = [_header(spec, "(S // 64, H)", 64).rstrip("\n"),
            "    h = block_id(1)", "    qb = block_id(0) * 64", "    q = qb + thread_id(0)"]
     if spec.staged:
         out += [f"    Ks = shared(f32, ({kt}, {D}))", f"    Vs = shared(f32, ({kt}, {D}))"]
     out += [f"    qr = local(f32, ({D},))", f"    o = local(f32, ({D},), init=0)", "    mx = -1e+30",
             f"    for d in range({D}):", "        qr[d] = Q[h, q, d]"]
     if not spec.online:  # the max pass re-reads every K row
-        out += [f"    for s in {_key_loop(spec, 's', 1)}:"] + _score(spec, "s", "K[h, s, d]", "        ") + [
+        out += [f"    for s in {_key_loop(spec, 1)}:"] + _score(spec, "s", "K[h, s, d]", "        ") + [
             "        mx = fmax(mx, y)"]
     out.append("    l = 0.0")
     if spec.staged:
         per = kt * D // 64
-        out += [f"    for kb in {_key_loop(spec, 'kb', kt)}:", f"        for e in range({per}):",
+        out += [f"    for kb in {_key_loop(spec, kt)}:", f"        for e in range({per}):",
                 "            i = e * 64 + thread_id(0)",
                 f"            Ks[i // {D}, i % {D}] = K[h, kb + i // {D}, i % {D}]",
                 f"            Vs[i // {D}, i % {D}] = V[h, kb + i // {D}, i % {D}]",
                 "        syncthreads()", f"        for j in range({kt}):"]
         ind, key, kref, vref = "            ", "kb + j", "Ks[j, d]", "Vs[j, d]"
     else:
-        out.append(f"    for s in {_key_loop(spec, 's', 1)}:")
+        out.append(f"    for s in {_key_loop(spec, 1)}:")
         ind, key, kref, vref = "        ", "s", "K[h, s, d]", "V[h, s, d]"
     out += _score(spec, key, kref, ind)
     if spec.online:
@@ -147,14 +147,14 @@ def _mfma(spec: AttnSpec) -> str:
             copy.append(f"            Vs[i // {D}, i % {D}] = V[h, kb + i // {D}, i % {D}]")
             v_read = "Vs[ks + 4 * (lane // 32) + v, lane % 32]"
         copy.append("        syncthreads()")
-    lines = [_header(spec, f"(S // {32 * w}, H)", 64 * w, spec.tolerance).rstrip("\n"),
+    lines = [_header(spec, f"(S // {32 * w}, H)", 64 * w).rstrip("\n"),
              "    t = thread_id(0)", "    lane = lane_id()", "    pw = wave_id() * 32", "    h = block_id(1)",
              f"    qb = block_id(0) * {32 * w}", "    q0 = qb + pw", *shared,
              f"    qf = local(bf16, ({D // 2},))", "    qa = local(bf16, (4,))", "    kf = local(bf16, (4,))",
              "    pa = local(bf16, (4,))", "    vb = local(bf16, (4,))", "    o = local(f32, (16,), init=0)",
              "    m = local(f32, (16,), init=-1e+30)", "    l = local(f32, (16,), init=0)",
              f"    for f in range({D // 2}):", "        qf[f] = Q[h, q0 + lane % 32, f // 4 * 8 + 4 * (lane // 32) + f % 4]",
-             f"    for kb in {_key_loop(spec, 'kb', 32)}:", *copy, "        s = local(f32, (16,), init=0)",
+             f"    for kb in {_key_loop(spec, 32)}:", *copy, "        s = local(f32, (16,), init=0)",
              f"        for ds in range(0, {D}, 8):", "            for v in range(4):",
              "                qa[v] = qf[ds // 2 + v]", f"                kf[v] = {k_read}",
              "            assert_tag(qa, kf, lambda tq, tk: tq[0] == tk[0])",
