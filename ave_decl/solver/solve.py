@@ -240,16 +240,20 @@ class KernelSolver:
         return {name: [list(e) for e in sorted(entries)] for name, entries in sorted(out.items())}
 
     def _small_model(self, solver: z3.Solver) -> z3.ModelRef:
-        """The counterexample's model, solved again in a fresh Z3 context from a copy of the
-        query's assertions. Why: Z3's model depends on the order in which the context created its
-        terms, so the same violated query gave another counterexample when earlier queries had
-        been skipped (the proof memo) or answered in another order; a fresh context sees only
-        this query, so the model is a function of the query. Falls back to the solver's own
-        model if the copy is not settled within the timeout."""
+        """The counterexample's model, solved again in a fresh Z3 context that reads the query
+        as SMT-LIB text. Why: Z3's model depends on the history of the context and even of the
+        process (which terms were made before, in which order), so the same violated query gave
+        another counterexample when earlier queries had been skipped (the proof memo) or asked
+        in another order; a term-by-term `translate` into a fresh context still carried that
+        history, the text does not (tested on both). Falls back to the solver's own model if
+        the copy is not settled within the timeout."""
         ctx = z3.Context()
         fresh = z3.Solver(ctx=ctx)
         fresh.set("timeout", self.timeout_ms)
-        fresh.add([a.translate(ctx) for a in solver.assertions()])
+        try:
+            fresh.add(z3.parse_smt2_string(solver.sexpr(), ctx=ctx))
+        except z3.Z3Exception:  # a term Z3 prints but cannot read back: keep the solver's model
+            return self._smallest(solver, list(self.enc.sizes.values()))
         if fresh.check() == z3.sat:
             sizes = [v.translate(ctx) for v in self.enc.sizes.values()]
             return self._smallest(fresh, sizes).translate(self.enc.ctx)
