@@ -417,6 +417,27 @@ def _ev(v, budget: int) -> str:
     return f">{budget}" if v > budget else f"{v:g}"
 
 
+GOAL = 5.0  # the project's goal: `invariant` needs >= 5x fewer evaluations (median) than `result`
+
+
+def headline(block: dict, budget: int) -> str:
+    """`invariant` vs `result`: fix rates, median evaluations and their ratio. An unfixed bug counts
+    as past the budget, so a median past it is censored: the ratio is then a lower bound (when
+    `invariant`'s own median is within the budget) or unknown."""
+    inv, res = block["invariant"], block["result"]
+    mi, mr = inv["median_evaluations"], res["median_evaluations"]
+    rates = f"`invariant` fixed {inv['fixed']}/{inv['bugs']}, `result` {res['fixed']}/{res['bugs']}"
+    medians = f"median evaluations {_ev(mi, budget)} vs {_ev(mr, budget)}"
+    if mi is None or mr is None or mi > budget:
+        return f"{rates}; {medians}: the ratio is unknown (`invariant`'s median is past the budget)."
+    ratio, bound = mr / mi, mr > budget
+    met = inv["fixed"] >= res["fixed"] and ratio >= GOAL
+    verdict = ("the >= 5x goal is met" if met else "the >= 5x goal is not shown" if bound
+               else "the >= 5x goal is not met")
+    return (f"{rates}; {medians}: {'at least ' if bound else ''}{ratio:.1f}x fewer"
+            f"{' (censored at the budget)' if bound else ''}; {verdict}.")
+
+
 def table(summary: dict) -> str:
     b = summary["budget"]
     head = ["| mode | fixed | median evaluations | p90 evaluations | median evaluations (fixed) | median seconds "
@@ -428,9 +449,10 @@ def table(summary: dict) -> str:
                 f"{x['median_seconds']:.1f} | {x['guard_rejected']} |" for m, x in block.items()]
 
     out = [f"Overall ({summary['bugs']} bugs, budget {b} evaluations; unfixed counts as >{b}):", ""] + head
-    out += rows(summary["overall"])
+    out += rows(summary["overall"]) + ["", "Headline: " + headline(summary["overall"], b)]
     for fam, block in summary["families"].items():
         out += ["", f"{fam} ({next(iter(block.values()))['bugs']} bugs):", ""] + head + rows(block)
+        out += ["", "Headline: " + headline(block, b)]
     out += ["", "Where the accepted fix lies (per fixed bug and mode), by the first finding's invariant:", "",
             "| invariant | use site | chain | elsewhere |", "| --- | --- | --- | --- |"]
     for inv, counts in sorted(summary["fix_location"].items()):

@@ -130,3 +130,17 @@ def test_a_cut_short_run_is_a_spread_over_workloads_and_operators():
     bugs = [B(f"{w}~{o}{i}", w, "GEMM", "mutant", o, "", {}, {}) for w in ("u", "v") for o in ("p", "q")
             for i in range(2)]
     assert [b.id for b in guidance._round_robin(bugs)][:4] == ["u~p0", "v~p0", "u~q0", "v~q0"]
+
+
+def test_the_headline_says_when_the_median_is_censored_at_the_budget():
+    def block(inv: tuple[int, int], res: tuple[int, int]) -> dict:
+        return {m: {"fixed": f, "bugs": 10, "median_evaluations": e} for m, (f, e) in
+                (("invariant", inv), ("result", res))}
+
+    assert "at least 10.2x fewer (censored at the budget); the >= 5x goal is met" in \
+        guidance.headline(block((8, 4), (1, 41)), 40)
+    assert "at least 2.0x fewer (censored at the budget); the >= 5x goal is not shown" in \
+        guidance.headline(block((8, 20), (1, 41)), 40)
+    assert "2.0x fewer; the >= 5x goal is not met" in guidance.headline(block((8, 10), (8, 20)), 40)
+    assert "5.0x fewer; the >= 5x goal is not met" in guidance.headline(block((7, 4), (8, 20)), 40)  # fix rate
+    assert "the ratio is unknown" in guidance.headline(block((2, 41), (1, 41)), 40)
