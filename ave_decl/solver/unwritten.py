@@ -74,10 +74,24 @@ class Unwritten:
         """Necessary conditions for "no store wrote the element `reader` reads before it", or None
         when they cannot be stated without a free variable (then no alternative is added)."""
         if load.aid not in self._plans:
-            self._plans[load.aid] = self._plan(load, 1) or self._plan(load, 0)
+            plan = self._plan(load, 1) or self._plan(load, 0)
+            self._plans[load.aid] = plan if plan is not None and self._possible(load, plan) else None
         plan = self._plans[load.aid]
         if plan is None:
             return None
+        return self._build(load, plan, reader)
+
+    def _possible(self, load, plan: tuple[int, list]) -> bool:
+        """Whether some execution of the load may read an unwritten element, decided once for an
+        instance of the load whose thread and iterations are free: when not (proved UNSAT), no
+        instance in any chain can, and the alternative is left out (in a correct pipeline that is
+        every read: its alternative would only add queries to refute)."""
+        from .derived_facts import _unsat
+
+        inst = self.enc.new_instance(load.stmt, "nw")
+        return not _unsat(self.enc, self.enc.base_constraints() + inst.constraints + self._build(load, plan, inst))
+
+    def _build(self, load, plan: tuple[int, list], reader: Instance) -> list[z3.BoolRef]:
         first, stores = plan
         out: list[z3.BoolRef] = []
         for store, common in stores:
