@@ -4,6 +4,8 @@ Prints milliseconds per phase and the warm/cold ratio; the machine is noisy, so 
 within one run rather than absolute numbers across runs. Usage: python bench/check.py [--repeat N]
 
 `--cli FILE` times whole `ave check FILE` processes instead (cold start as a shell sees it).
+`--agent-loop FILE` times `ave check` processes on FILE and its mutants with and without
+`--proof-cache` (what an agent loop that shells out pays per candidate).
 `--memo` keeps the proof memo on (off by default: a warm run would reuse every proof of the first).
 
 `--against REV` measures a git revision too (extracted with `git worktree` into a temporary
@@ -155,6 +157,49 @@ def cli_runs(rev: str | None, path: Path, runs: int) -> None:
             print(f"ratio now / {rev[:8]}: {now / old:.2f}")
 
 
+def agent_loop(path: Path, rounds: int) -> None:
+    """What an agent loop that shells out pays per candidate: `ave check` processes on the
+    kernel and then on each of its first-site mutants (candidates that differ in one statement),
+    with `--proof-cache` (a fresh cache per round, so the kernel's own check fills it) and
+    without; the two ways alternate per round, and their outputs must be equal."""
+    import shutil
+    import tempfile
+
+    from ave_decl.testing.mutate import mutants
+
+    text = path.read_text()
+    work = Path(tempfile.mkdtemp(prefix="ave-agent-loop-"))
+    try:
+        files = [work / f"c00_{path.name}"]
+        files[0].write_text(text)
+        for i, m in enumerate(mutants(text), 1):
+            files.append(work / f"c{i:02d}_{path.name}")
+            files[-1].write_text(m.text)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env.pop("AVE_PROOF_MEMO", None)
+        totals = {"no cache": [], "proof cache": []}
+        outputs: dict[str, list[str]] = {}
+        for r in range(rounds):
+            cache = work / f"proofs{r}"
+            for mode in ("no cache", "proof cache") if r % 2 == 0 else ("proof cache", "no cache"):
+                extra = ["--proof-cache", str(cache)] if mode == "proof cache" else []
+                t0, outs = time.perf_counter(), []
+                for f in files:
+                    done = subprocess.run([sys.executable, "-m", "ave_decl.cli", "check", "--no-timings",
+                                           "--no-violation-sets", *extra, str(f)],
+                                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+                    outs.append(done.stdout)
+                totals[mode].append(time.perf_counter() - t0)
+                outputs.setdefault(mode, outs)
+        n = len(files)
+        base, memo = statistics.median(totals["no cache"]), statistics.median(totals["proof cache"])
+        print(f"{path.name}: the kernel and {n - 1} mutants, one `ave check` process each, median of {rounds}: "
+              f"{base / n:.2f} s per candidate without, {memo / n:.2f} s with --proof-cache (ratio {memo / base:.2f}); "
+              f"outputs identical: {outputs['no cache'] == outputs['proof cache']}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=5)
@@ -162,6 +207,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per example with --against")
     ap.add_argument("--only", nargs="+", metavar="STEM", help="these examples only (file stems)")
     ap.add_argument("--cli", metavar="FILE", help="time whole `ave check FILE` processes (with --against: both trees)")
+    ap.add_argument("--agent-loop", metavar="FILE", help="ave check processes on FILE and its mutants, with and "
+                                                          "without --proof-cache")
     ap.add_argument("--memo", action="store_true",
                     help="keep the proof memo on (solver/proof_memo.py): warm runs then reuse the proofs of the first "
                          "run, as an agent re-checking a kernel does; off by default, so warm = the work of one check")
@@ -182,6 +229,9 @@ def main() -> None:
         examples = [p for p in examples if p.stem in args.only]
     if args.cli:
         cli_runs(args.against, Path(args.cli).resolve(), max(args.repeat, 1))
+        return
+    if args.agent_loop:
+        agent_loop(Path(args.agent_loop).resolve(), max(args.rounds, 1))
         return
     if args.against:
         against(args.against, examples, args.repeat, args.rounds)

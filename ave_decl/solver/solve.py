@@ -18,6 +18,7 @@ from . import budgets, proof_memo
 from .access_queries import BANKS, AccessQueries
 from .barrier_queries import PATH_RELATIONS, BarrierQueries, path_message
 from .budgets import SMALL_MODEL_RLIMIT
+from .canonical_model import canonical_model
 from .chains import Alt, Expander, Step, eval_map
 from .deferred import has_deferred, relaxed, strict
 from .hints import bounds_hint, fix_hint
@@ -240,24 +241,12 @@ class KernelSolver:
         return {name: [list(e) for e in sorted(entries)] for name, entries in sorted(out.items())}
 
     def _small_model(self, solver: z3.Solver) -> z3.ModelRef:
-        """The counterexample's model, solved again in a fresh Z3 context that reads the query
-        as SMT-LIB text. Why: Z3's model depends on the history of the context and even of the
-        process (which terms were made before, in which order), so the same violated query gave
-        another counterexample when earlier queries had been skipped (the proof memo) or asked
-        in another order; a term-by-term `translate` into a fresh context still carried that
-        history, the text does not (tested on both). Falls back to the solver's own model if
-        the copy is not settled within the timeout."""
-        ctx = z3.Context()
-        fresh = z3.Solver(ctx=ctx)
-        fresh.set("timeout", self.timeout_ms)
-        try:
-            fresh.add(z3.parse_smt2_string(solver.sexpr(), ctx=ctx))
-        except z3.Z3Exception:  # a term Z3 prints but cannot read back: keep the solver's model
-            return self._smallest(solver, list(self.enc.sizes.values()))
-        if fresh.check() == z3.sat:
-            sizes = [v.translate(ctx) for v in self.enc.sizes.values()]
-            return self._smallest(fresh, sizes).translate(self.enc.ctx)
-        return self._smallest(solver, list(self.enc.sizes.values()))
+        """The counterexample's model, a function of the query alone (solver/canonical_model.py:
+        neither the proof memo, nor earlier queries, nor variable names change it); the solver's
+        own model if the canonical copy is not settled within the timeout."""
+        sizes = list(self.enc.sizes.values())
+        model = canonical_model(solver, sizes, self.timeout_ms, self._smallest)
+        return model if model is not None else self._smallest(solver, sizes)
 
     def _smallest(self, solver: z3.Solver, sizes: list[z3.ArithRef]) -> z3.ModelRef:
         """Prefer a counterexample at sizes that are quick to read and to replay: every size <= 64
