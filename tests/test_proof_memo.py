@@ -49,7 +49,8 @@ def test_a_key_carries_ranges_numerals_and_sorts():
         x = z3.Int("x", ctx)
         return [x % 64 == 3], {"x": x}
 
-    assert _key(f, [("x", (0, 63))]) != _key(f, [("x", (0, 127))]) != _key(f)
+    keys = [_key(f, [("x", (0, 63))]), _key(f, [("x", (0, 127))]), _key(f)]
+    assert len(set(keys)) == 3
     g = lambda ctx: (lambda x: ([x % 32 == 3], {"x": x}))(z3.Int("x", ctx))  # noqa: E731
     assert _key(f) != _key(g)
     b = lambda ctx: (lambda p: ([p == z3.BoolVal(True, ctx)], {"p": p}))(z3.Bool("p", ctx))  # noqa: E731
@@ -67,7 +68,34 @@ def test_uninterpreted_reads_and_parameterised_operators_are_not_digested():
         x = z3.Int("x", ctx)
         return [z3.BV2Int(z3.Int2BV(x, 8) ^ 3) == 1], {"x": x}
 
-    assert _key(uf) is None and _key(bv) is None
+    def narrow(ctx):  # Distinct over 1-bit vectors is UNSAT, over 32-bit ones SAT: a sort kind is not enough
+        x, y, z = (z3.BitVec(n, 1, ctx) for n in "xyz")
+        return [z3.Distinct(x, y, z)], {"x": x}
+
+    assert _key(uf) is None and _key(bv) is None and _key(narrow) is None
+
+
+def test_a_range_recorded_after_a_digest_changes_the_key():
+    from ave_decl.solver.smt import Encoder
+
+    enc = Encoder.__new__(Encoder)  # only the parts query_key and set_range use
+    enc.ctx, enc.ranges, enc._ranged, enc._normaliser, enc._digester = z3.Context(), {}, [], None, None
+    x = z3.Int("x", enc.ctx)
+    before = enc.query_key([x % 64 == 3])
+    enc.set_range(x, 0, 63)
+    assert enc.query_key([x % 64 == 3]) != before
+
+
+def test_a_proof_file_others_could_write_is_not_used(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o777)
+    assert ProofFile.open(folder / "proofs-v1.bin") is None
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    (mine / "target").write_bytes(ProofFile.MAGIC)
+    (mine / "proofs-v1.bin").symlink_to(mine / "target")
+    assert ProofFile.open(mine / "proofs-v1.bin") is None
 
 
 def _findings(report):

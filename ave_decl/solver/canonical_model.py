@@ -5,10 +5,11 @@ terms were made before and in which order) and on the names of its variables (wh
 counter values earlier obligations consumed). So the same violated query gave another
 counterexample when earlier queries were skipped (the proof memo, solver/proof_memo.py), or ran
 in another order or another process (an audit chunk of other files). Here the query's free
-constants are renamed `v0, v1, ...` in first-occurrence order, the renamed query is printed as
+constants are renamed `ave!v0, ave!v1, ...` in first-occurrence order, the renamed query is printed as
 SMT-LIB text and read into a fresh context (a term-by-term `translate` still carried the
 history; the text does not), solved there, and the model is mapped back onto the original
-constants. Index-tensor functions keep their names (they name tables, not instances).
+constants (and checked against every assertion). Index-tensor functions keep their names
+(they name tables, not instances).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def canonical_model(solver: z3.Solver, sizes: list[z3.ArithRef], timeout_ms: int
     home = solver.ctx
     assertions = list(solver.assertions())
     constants = free_constants(assertions)
-    renamed = [z3.Const(f"v{i}", c.sort()) for i, c in enumerate(constants)]
+    renamed = [z3.Const(f"ave!v{i}", c.sort()) for i, c in enumerate(constants)]  # no tensor is named so
     printer = z3.Solver(ctx=home)
     printer.add([z3.substitute(a, *zip(constants, renamed)) for a in assertions] if constants else assertions)
     ctx = z3.Context()
@@ -56,7 +57,7 @@ def canonical_model(solver: z3.Solver, sizes: list[z3.ArithRef], timeout_ms: int
     if fresh.check() != z3.sat:
         return None
     position = {c.get_id(): i for i, c in enumerate(constants)}
-    found = smallest(fresh, [z3.Const(f"v{position[s.get_id()]}", s.sort().translate(ctx))
+    found = smallest(fresh, [z3.Const(f"ave!v{position[s.get_id()]}", s.sort().translate(ctx))
                              for s in sizes if s.get_id() in position])
     model = z3.Model(home)
     for c, v in zip(constants, renamed):
@@ -66,4 +67,6 @@ def canonical_model(solver: z3.Solver, sizes: list[z3.ArithRef], timeout_ms: int
     for d in back.decls():
         if d.arity() > 0:  # an index tensor's table
             model.update_value(d, back[d])
+    if not all(z3.is_true(model.eval(a, model_completion=True)) for a in assertions):
+        return None  # the mapped-back model must be one of the query itself
     return model

@@ -62,7 +62,7 @@ class ProofMemo:
         store = ProofFile.open(path, self.capacity)
         if store is None:
             return
-        for key in store.keys()[-self.capacity:]:
+        for key in store.keys()[-max(1, self.capacity):]:
             self._proved[key] = None
         while len(self._proved) > self.capacity:
             self._proved.popitem(last=False)
@@ -99,8 +99,10 @@ class ProofFile:
 
     Appends are single `write`s of one record to a descriptor opened with O_APPEND, so
     concurrent processes (audit workers) never interleave records; a short write (a full disk)
-    stops appending, and a torn tail is cut off on the next open. The file is private (0600) in a
-    private folder. Past CAPACITY records it is rewritten, on the next open, with its newest
+    stops appending, and a torn tail is cut off on the next open. The file is created private
+    (0600); a file or folder that is not this user's, or that others can write, or a link, is
+    not used (the memo stays in memory). Concurrent rotation or creation can lose proofs, never
+    make one up. Past CAPACITY records it is rewritten, on the next open, with its newest
     half. Its content is data: a record is only ever compared with a digest, never decoded."""
 
     MAGIC = b"ave-proofs-v1\0\0\0"
@@ -113,10 +115,13 @@ class ProofFile:
     def open(cls, path: Path, capacity: int = CAPACITY) -> "ProofFile | None":
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError:
             return None
         store = cls(path, fd)
+        if not (_private(os.fstat(fd)) and _private(os.stat(path.parent))):
+            store.close()  # another user's, or writable by others: anyone could forge a proof
+            return None
         try:
             size = os.fstat(fd).st_size
             if size == 0 or os.pread(fd, len(cls.MAGIC), 0) != cls.MAGIC:
@@ -125,7 +130,7 @@ class ProofFile:
             elif (size - len(cls.MAGIC)) % 16:  # a torn last record: later appends must stay aligned
                 os.ftruncate(fd, size - (size - len(cls.MAGIC)) % 16)
             elif size > len(cls.MAGIC) + 16 * capacity:
-                keep = store.keys()[-(capacity // 2):]
+                keep = store.keys()[-max(1, capacity // 2):]
                 store.close()
                 write_atomic(path, cls.MAGIC + b"".join(keep), private=True)
                 return cls.open(path, capacity)
@@ -161,6 +166,14 @@ class ProofFile:
             except OSError:
                 pass
             self._fd = None
+
+
+def _private(st: os.stat_result) -> bool:
+    """Owned by this user and writable by nobody else (a regular file or a folder)."""
+    import stat
+
+    return (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) and st.st_uid == os.geteuid() \
+        and not st.st_mode & 0o022
 
 
 def store_path(folder: str | os.PathLike) -> Path:
@@ -201,7 +214,7 @@ class FormulaDigester:
 
     def key(self, formulas: list[z3.BoolRef]) -> bytes | None:
         """The digest of a query (None when it cannot be digested: see the module docstring)."""
-        self._keep.extend(formulas)
+        self._keep.extend(f for f in formulas if f.get_id() not in self._memo)  # ids stay theirs
         entries = []
         for f in formulas:
             e = self._digest(f.as_ast())
@@ -221,7 +234,9 @@ class FormulaDigester:
         kind = _ast_kind(c, a)
         h = hashlib.blake2b(digest_size=16)
         out: tuple[bytes, tuple[int, ...]] | None
-        if kind == z3.Z3_NUMERAL_AST:
+        if kind == z3.Z3_NUMERAL_AST and _sort_kind(c, _get_sort(c, a)) not in _PLAIN_SORTS:
+            out = None
+        elif kind == z3.Z3_NUMERAL_AST:
             h.update(b"#%d:" % _sort_kind(c, _get_sort(c, a)))
             h.update(z3.Z3_get_numeral_string(c, a).encode())
             out = (h.digest(), ())
@@ -232,7 +247,9 @@ class FormulaDigester:
             decl = _app_decl(c, a)
             op = _decl_kind(c, decl)
             h.update(b"(%d/%d:%d" % (op, n, _sort_kind(c, _get_sort(c, a))))
-            if op == z3.Z3_OP_UNINTERPRETED:
+            if _sort_kind(c, _get_sort(c, a)) not in _PLAIN_SORTS:
+                out = None  # a bit-vector, array or datatype: its kind alone would not say its width or domain
+            elif op == z3.Z3_OP_UNINTERPRETED:
                 # a free constant: its range, not its name; an application (an index-tensor
                 # read) is not digested: its value facts live outside the formulas
                 rng = self.ranges.get(key)
@@ -270,6 +287,9 @@ def _combine(h, entries: list[tuple[bytes, tuple[int, ...]]]) -> tuple[int, ...]
         h.update(b")")
     return tuple(index)
 
+
+# Sorts that a sort kind names completely (no width, domain or parameters)
+_PLAIN_SORTS = frozenset({z3.Z3_BOOL_SORT, z3.Z3_INT_SORT, z3.Z3_REAL_SORT})
 
 # Operators whose meaning is fixed by their kind, sort and arguments alone (the rest, e.g.
 # operators with numeric parameters such as extract, are not digested).

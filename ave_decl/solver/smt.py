@@ -162,7 +162,7 @@ class Encoder:
 
     def fresh(self, prefix: str) -> str:
         """A variable-name prefix unique within this kernel (deterministic from run to run)."""
-        return f"{prefix}{next(self._counter)}"
+        return f"{prefix}!{next(self._counter)}"  # "!": labels end in digits too (u1 + 377 vs u + 1377)
 
     # ------------------------------------------------------------ terms
     def size(self, name: str) -> z3.ArithRef:
