@@ -6,6 +6,7 @@ within one run rather than absolute numbers across runs. Usage: python bench/che
 `--cli FILE` times whole `ave check FILE` processes instead (cold start as a shell sees it).
 `--agent-loop FILE` times `ave check` processes on FILE and its mutants with and without
 `--proof-cache` (what an agent loop that shells out pays per candidate).
+`--memo-cost` compares the child CPU of a first check per example with the memo off and on.
 `--memo` keeps the proof memo on (off by default: a warm run would reuse every proof of the first).
 
 `--against REV` measures a git revision too (extracted with `git worktree` into a temporary
@@ -200,6 +201,28 @@ def agent_loop(path: Path, rounds: int) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def memo_cost(examples: list[Path], rounds: int) -> None:
+    """Child CPU seconds of one `check` per example in a fresh process with the proof memo off
+    and on (rounds alternate; the minimum per example): what digesting costs when nothing hits."""
+    import resource
+
+    cpu: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
+    for r in range(rounds):
+        for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
+            for path in examples:
+                env = {**os.environ, "AVE_PROOF_MEMO": mode, "PYTHONPATH": str(ROOT)}
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                subprocess.run([sys.executable, "-c", f"from ave_decl import check; check({str(path)!r}, "
+                                "violation_sets=False)"], env=env, cwd=ROOT, check=True)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[mode].setdefault(path.name, []).append(after.ru_utime - before.ru_utime
+                                                          + after.ru_stime - before.ru_stime)
+    for path in examples:
+        print(f"{path.name:34} off {min(cpu['off'][path.name]):6.2f} s   on {min(cpu['on'][path.name]):6.2f} s")
+    off, on = (sum(min(v) for v in cpu[m].values()) for m in ("off", "on"))
+    print(f"{'sum':34} off {off:6.2f} s   on {on:6.2f} s   ratio on/off {on / off:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=5)
@@ -209,6 +232,7 @@ def main() -> None:
     ap.add_argument("--cli", metavar="FILE", help="time whole `ave check FILE` processes (with --against: both trees)")
     ap.add_argument("--agent-loop", metavar="FILE", help="ave check processes on FILE and its mutants, with and "
                                                           "without --proof-cache")
+    ap.add_argument("--memo-cost", action="store_true", help="child CPU of a first check per example, memo off vs on")
     ap.add_argument("--memo", action="store_true",
                     help="keep the proof memo on (solver/proof_memo.py): warm runs then reuse the proofs of the first "
                          "run, as an agent re-checking a kernel does; off by default, so warm = the work of one check")
@@ -229,6 +253,9 @@ def main() -> None:
         examples = [p for p in examples if p.stem in args.only]
     if args.cli:
         cli_runs(args.against, Path(args.cli).resolve(), max(args.repeat, 1))
+        return
+    if args.memo_cost:
+        memo_cost(examples, max(args.rounds, 1))
         return
     if args.agent_loop:
         agent_loop(Path(args.agent_loop).resolve(), max(args.rounds, 1))
