@@ -14,6 +14,7 @@ import ave_decl
 from ave_decl.lang.source import SourceFile
 from ave_decl.report.model import Verdict
 from ave_decl.sim.run import simulate_source
+from ave_decl.testing.mutate import mutants
 
 ROOT = Path(__file__).resolve().parent.parent
 COPY = ROOT / "examples" / "pipelines" / "register_prefetch.ave"
@@ -37,18 +38,24 @@ def test_the_register_prefetch_copy_verifies_and_simulates():
 BUGS = {
     "the last prefetch skipped (wrong guard on the load)": (
         "        if kt + 16 < T:\n            g[0] = load_vec", "        if kt + 32 < T:\n            g[0] = load_vec"),
-    "the next tile stored into the stage being read": ("store_vec(S[1 - st, r, c], g[0])", "store_vec(S[st, r, c], g[0])"),
     "the barrier dropped": ("        syncthreads()\n", "        pass\n"),
-    "the prologue stores into stage 1": ("store_vec(S[0, r, c], g[0])", "store_vec(S[1, r, c], g[0])"),
 }
+OPERATORS = ("refill_read_stage", "wrong_prologue_stage")  # the next tile into the stage being read; tile 0 into stage 1
 
 
-@pytest.mark.parametrize("bug", sorted(BUGS))
-def test_a_broken_register_prefetch_is_a_replayed_violation(bug):
-    old, new = BUGS[bug]
+def _mutant(bug: str) -> str:
     text = COPY.read_text()
+    if bug in OPERATORS:
+        (m,) = mutants(text, [bug], first_only=False)
+        return m.text
+    old, new = BUGS[bug]
     assert text.count(old) == 1
-    mutant = text.replace(old, new)
+    return text.replace(old, new)
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS) + list(OPERATORS))
+def test_a_broken_register_prefetch_is_a_replayed_violation(bug):
+    mutant = _mutant(bug)
     (_, sim), = simulate_source(SourceFile("bug.ave", mutant), {"T": 64}, shadow=True)
     assert not sim.reference["ok"] or sim.races  # the ground truth: the bug shows when run
     k = _check(mutant, "bug.ave")

@@ -97,6 +97,17 @@ def wrong_prologue_stage(text: str) -> list[Mutant]:
     return _sub_each(text, "wrong_prologue_stage", pat, edit, "the prologue fills the wrong stage")
 
 
+def refill_read_stage(text: str) -> list[Mutant]:
+    """A pipeline refills the stage it is reading: `1 - st` (or `1 - page`) becomes `st` in a write
+    (a store, an async copy, a vector store, a helper's page argument), not in a read."""
+    def edit(m, line):
+        eq = re.search(r"[^=!<>]=[^=]", line)
+        if eq is not None and m.start() > eq.start():
+            return None  # on the right of an assignment: a read
+        return line[:m.start()] + m.group(1) + line[m.end():]
+    return _sub_each(text, "refill_read_stage", r"\b1 - (st|page|stage)\b", edit, "refills the stage being read")
+
+
 def _drop(text: str, op: str, pattern: str, what: str) -> list[Mutant]:
     out = []
     for i, line in enumerate(_lines(text)):
@@ -383,6 +394,7 @@ OPERATORS: dict[str, Callable[[str], list[Mutant]]] = {
     "swap_lane_value": swap_lane_value,
     "off_by_one_stage": off_by_one_stage,
     "wrong_prologue_stage": wrong_prologue_stage,
+    "refill_read_stage": refill_read_stage,
     "drop_barrier": drop_barrier,
     "barrier_one_arm": barrier_one_arm,
     "wrong_shuffle_mask": wrong_shuffle_mask,
