@@ -576,10 +576,11 @@ class KernelSolver:
     def _point(self, step: Step, ev) -> ChainPoint:
         span = self.view.span(step.stmt)
         thread = ev(self.enc.linear_thread(step.inst))
-        note = ""
+        notes = [step.note] if step.note else []  # e.g. an unwritten read (solver/unwritten.py)
         acc = self.view.accesses[step.access]
         if acc.kind in ("read_all", "write_all"):
-            note = f"slot {ev(step.inst.env['slot'])}"
+            notes.append(f"slot {ev(step.inst.env['slot'])}")
+        note = "; ".join(notes)
         return ChainPoint(step.role, _loc(span), step.buffer, thread, self._iterations(step.inst, ev), note)
 
     def _message(self, relation: str, cex: Counterexample, site: int) -> str:
