@@ -74,8 +74,9 @@ class Encoder:
         self._ranged.append(var)
         if self._normaliser is not None and self._normaliser.knows(var.get_id()):
             self._normaliser = None  # a rewrite memoised before this range was known
-        if self._digester is not None and self._digester.knows(var.get_id()):
-            self._digester.forget()  # a digest made before this range was known
+        digester = getattr(self, "_digester", None)  # an Encoder built field by field (tests) has none
+        if digester is not None and digester.knows(var.get_id()):
+            digester.forget()  # a digest made before this range was known
 
     def query_key(self, formulas: list[z3.BoolRef]) -> bytes | None:
         """The proof memo's key of a query's formulas with the ranges of their variables
