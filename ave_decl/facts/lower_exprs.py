@@ -27,6 +27,9 @@ from .values import (
 DATA_BINARY_OPS = {**BINARY_OPS, "/": "div", "**": "pow"}
 DATA_UNARY_OPS = {**UNARY_OPS, "+": "pos"}
 
+# the tag components a reduction's `drops=` may name (the simulator's shadow carries 6: sim/state.LMAX)
+MAX_TAG = 6
+
 
 class ExpressionLowering:
     """Lowering of expressions: names, index arithmetic, loads, calls."""
@@ -275,6 +278,7 @@ class ExpressionLowering:
         lanes (a shuffle-xor butterfly); every lane gets its group's result. The result is a
         statistic: its tag is x's tag without the last component (the reduced one)."""
         self._arity(e, 2, 2)
+        drops = self._drops(e, name, ())
         x = self.eval(e.args[0])
         if not isinstance(x, DVal):
             raise self.err(f"{name}() reduces a data value, not {describe(x)}", e.args[0])
@@ -287,16 +291,33 @@ class ExpressionLowering:
                            f"size", e.args[1])
         vid = self._value("reduce", (x.vid,))
         self.facts.add("lane_reduce", vid, name[5:], width)
+        self.facts.add("reduce_drops", vid, drops)
         return DVal(vid, x.dtype)
+
+    def _drops(self, e: A.Call, name: str, others: tuple[str, ...]) -> int:
+        """The `drops=` keyword of a reduction: which component of the operand's tag the reduced
+        elements vary in (negative: from the end; default -1, the last). A constant in
+        [-MAX_TAG, MAX_TAG): whether the operand's tag has that component is a property of its
+        flow, checked by ave/row-statistics."""
+        for kw in e.kwargs:
+            if kw.name not in ("drops", *others):
+                allowed = " and ".join(f"{k}=" for k in (*others, "drops"))
+                raise self.err(f"{name}() has no keyword '{kw.name}' (it takes {allowed})", kw)
+        given = e.kwarg("drops")
+        if given is None:
+            return -1
+        drops = self.const_int(given, f"{name} drops")
+        if not -MAX_TAG <= drops < MAX_TAG:
+            raise self.err(f"{name}(): drops={drops} names no tag component (tags have at most {MAX_TAG}; "
+                           f"-1 is the last)", given)
+        return drops
 
     def _slot_reduce(self, e: A.Call, name: str) -> DVal:
         """`reduce_max(s)` / `reduce_sum(s)`: combine every slot of the 1-D register array `s` of this
         thread. Like a lane reduction the result is a statistic: its tag is the slots' tag without the
         last component, and every slot must hold an element of the same row (ave/row-statistics)."""
         self._arity(e, 1, 2)
-        for kw in e.kwargs:
-            if kw.name != "axis":
-                raise self.err(f"{name}() has no keyword '{kw.name}' (it takes axis=)", kw)
+        drops = self._drops(e, name, ("axis",))
         axis = e.kwarg("axis") if e.kwarg("axis") is not None else (e.args[1] if len(e.args) == 2 else None)
         if axis is not None and len(e.args) == 2 and e.kwarg("axis") is not None:
             raise self.err(f"{name}() got the axis twice", e)
@@ -310,6 +331,7 @@ class ExpressionLowering:
         slots = self._read_all(buf)
         vid = self._value("reduce", (slots.vid,))
         self.facts.add("slot_reduce", vid, name[7:], buf.const_shape[0])
+        self.facts.add("reduce_drops", vid, drops)
         return DVal(vid, buf.dtype)
 
     def _lane_exchange(self, e: A.Call, name: str) -> DVal:

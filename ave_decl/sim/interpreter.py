@@ -27,6 +27,7 @@ from .limits import check_memory, check_shared, check_size_values
 from .memory import MemoryModel
 from .race_detector import RaceDetector
 from .shadow import ShadowChecks
+from .statistics import matches_row, reduce_rows
 from .state import (
     ITYPE,
     LMAX,
@@ -562,12 +563,8 @@ class Simulator(MemoryModel, ShadowChecks):
             arity = np.where(pick, a.arity, arity)
             taken = taken | pick
         if self.shadow and any(bool(np.any(st)) for st in stat) and self.current is not None:
-            idx = np.arange(LMAX)
             for a, st in zip(args, stat):
-                n = -a.arity
-                prefix = np.all(np.where(idx < n[..., None], a.tag == tag, True), axis=-1)
-                longer = np.where(nfull == 1, np.abs(arity) > n, np.abs(arity) == n)
-                holds = ~st | (nfull > 1) | (longer & prefix)
+                holds = ~st | (nfull > 1) | matches_row(a.tag, a.arity, tag, arity)
                 self._record("ave/row-statistics", self.current, holds[..., None], a.tag[:, :, None],
                              a.arity[..., None], tag[:, :, None], arity[..., None], source="combine")
         return Data(v, tag, arity, masked)
@@ -586,12 +583,8 @@ class Simulator(MemoryModel, ShadowChecks):
         full = own.arity > 0
         if not bool(np.any(full)):
             return out  # statistics: combined (and checked) as any two statistics
-        n = np.abs(own.arity)
-        keep = np.arange(LMAX) < (n - 1)[..., None]
-        row, row_ar = np.where(keep, own.tag, 0), np.where(n > 0, -(n - 1), 0)
-        pn = np.abs(partner.arity)
-        prow = np.where(np.arange(LMAX) < (pn - 1)[..., None], partner.tag, 0)
-        prow_ar = np.where(pn > 0, -(pn - 1), 0)
+        row, row_ar = reduce_rows(own.tag, own.arity, -1)
+        prow, prow_ar = reduce_rows(partner.tag, partner.arity, -1)
         if self.shadow and self.current is not None:
             holds = ~full | ((prow_ar == row_ar) & np.all(prow == row, axis=-1))
             self._record("ave/row-statistics", self.current, holds[..., None], row[:, :, None], row_ar[..., None],
@@ -600,7 +593,8 @@ class Simulator(MemoryModel, ShadowChecks):
 
     def _lane_reduce(self, e: A.Call) -> Data:
         """lane_max / lane_sum over aligned groups of `width` consecutive lanes; the result's tag
-        drops the last component (a statistic: negative arity), and the group must share the rest."""
+        drops component `drops=` (the last by default; a statistic: negative arity), and the group
+        must share the rest."""
         self._check_converged()
         d = self.eval(e.args[0])
         d = d if isinstance(d, Data) else self._top(np.asarray(d, np.float32))
@@ -609,11 +603,7 @@ class Simulator(MemoryModel, ShadowChecks):
         vals = np.where(self.active, d.v, -np.inf if e.func_name == "lane_max" else 0.0).reshape(groups)
         red = np.max(vals, axis=2) if e.func_name == "lane_max" else np.sum(vals, axis=2)
         v = np.repeat(red, width, axis=1)
-        n = np.abs(d.arity)
-        idx = np.arange(LMAX)
-        keep = idx < (n - 1)[..., None]
-        tag = np.where(keep, d.tag, 0)
-        arity = np.where(n > 0, -(n - 1), 0)
+        tag, arity = reduce_rows(d.tag, d.arity, self._drops(e))
         if self.shadow and self.current is not None:
             lead_tag = np.repeat(tag.reshape(groups + (LMAX,))[:, :, :1], width, axis=2).reshape(tag.shape)
             lead_ar = np.repeat(arity.reshape(groups)[:, :, :1], width, axis=2).reshape(arity.shape)
@@ -630,17 +620,18 @@ class Simulator(MemoryModel, ShadowChecks):
         v = np.max(data, axis=2) if e.func_name == "reduce_max" else np.sum(data, axis=2, dtype=np.float32)
         if buf.arity is None or not self.shadow:
             return self._top(v.astype(np.float32))
-        arity = np.asarray(buf.arity)
-        n = np.abs(arity)
-        keep = np.arange(LMAX) < (n - 1)[..., None]
-        rows = np.where(keep, np.asarray(buf.tag), 0)  # each slot's row: its tag without the last component
-        row_ar = np.where(n > 0, -(n - 1), 0)
+        rows, row_ar = reduce_rows(np.asarray(buf.tag), np.asarray(buf.arity), self._drops(e))  # each slot's row
         if self.current is not None:
             holds = (row_ar == row_ar[..., :1]) & np.all(rows == rows[..., :1, :], axis=-1)
             self._record("ave/row-statistics", self.current, holds, rows, row_ar,
                          np.broadcast_to(rows[..., :1, :], rows.shape), np.broadcast_to(row_ar[..., :1], row_ar.shape),
                          source="slot_reduce")
         return Data(v.astype(np.float32), rows[:, :, 0], row_ar[:, :, 0])
+
+    def _drops(self, e: A.Call) -> int:
+        """A reduction's `drops=`: the tag component it reduces over (default the last)."""
+        given = e.kwarg("drops")
+        return -1 if given is None else int(self._const(given))
 
     def _check_converged(self) -> None:
         """ave/lane-convergence: a warp/wave runs a lane exchange (or reduction, matrix instruction)

@@ -27,6 +27,16 @@ def _tag(tags: np.ndarray, arity: np.ndarray, thread: int, slot: int) -> list[in
     return [int(x) for x in tags[0, thread, slot, :n]]
 
 
+def _dropped(tags: np.ndarray, arity: np.ndarray, thread: int, slot: int, row: list[int]) -> int:
+    """The tag component a statistic dropped (sim/statistics.py keeps it in the last shadow slot);
+    a value that is no statistic: past its last component."""
+    return int(tags[0, thread, slot, -1]) if int(arity[0, thread, slot]) < 0 else len(row)
+
+
+def _row_of(full: list[int], d: int) -> list[int]:
+    return full[:d] + full[d + 1:]
+
+
 def replay(src: SourceFile, kernel: str, finding: Finding) -> Replay:
     """Replay with asynchronous copies landing as late as allowed (at the wait); when that does
     not reproduce the counterexample, once more with copies landing at issue: both are schedules
@@ -211,12 +221,16 @@ def _replay_combine(probes: list[dict], c) -> Replay:
     """A statistic met a value (or a statistic) of another row: one of the operand checks the
     simulator recorded at this statement, at the reported thread, is the reported pair."""
     t = c.thread_linear
-    want = {tuple(c.lhs.tag[:len(c.rhs.tag)]), tuple(c.rhs.tag)}
     seen = []
     for p in probes:
-        a, b = _tag(*p["operands"]["lhs"], t, 0), _tag(*p["operands"]["rhs"], t, 0)
+        (lt, la), (rt, ra) = p["operands"]["lhs"], p["operands"]["rhs"]
+        a, b = _tag(lt, la, t, 0), _tag(rt, ra, t, 0)
+        d, full = _dropped(lt, la, t, 0, a), int(ra[0, t, 0]) > 0
         seen.append((a, b))
-        if a != b[:len(a)] and {tuple(a), tuple(b[:len(a)])} == want:
+        row = _row_of(b, d) if full else b  # a full value's row: without the component the statistic dropped
+        differs = a != row[:len(a)] or (not full and _dropped(rt, ra, t, 0, b) != d)
+        lhs = _row_of(c.lhs.tag, d) if len(c.lhs.tag) > len(c.rhs.tag) else c.lhs.tag
+        if differs and {tuple(a), tuple(row[:len(a)])} == {tuple(lhs[:len(c.rhs.tag)]), tuple(c.rhs.tag)}:
             return Replay(True, f"thread {t}: statistic {a} meets {b}", {"statistic": a, "value": b})
     return Replay(False, f"mismatch with the report: thread {t} operands {seen}")
 
@@ -228,7 +242,8 @@ def _replay_reduce(probes: list[dict], c) -> Replay:
         return Replay(False, "the simulator never executed the reduction at the reported iteration")
     t1, t2 = c.lhs.chain[0].thread, c.rhs.chain[0].thread
     a, b = _tag(*p["operands"]["lhs"], t1, 0), _tag(*p["operands"]["lhs"], t2, 0)
-    ok = a != b and a == c.lhs.tag[:-1] and b == c.rhs.tag[:-1]
+    d1, d2 = _dropped(*p["operands"]["lhs"], t1, 0, a), _dropped(*p["operands"]["lhs"], t2, 0, b)
+    ok = (a != b or d1 != d2) and a in (c.lhs.tag, _row_of(c.lhs.tag, d1)) and b in (c.rhs.tag, _row_of(c.rhs.tag, d2))
     detail = f"row of lane {t1}: {a}, row of lane {t2}: {b}"
     return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"first": a, "second": b})
 
@@ -240,7 +255,8 @@ def _replay_slot_reduce(probes: list[dict], c) -> Replay:
         return Replay(False, "the simulator never executed the slot reduction at the reported iteration")
     t, s1, s2 = c.thread_linear, c.lhs.value_index or 0, c.rhs.value_index or 0
     a, b = _tag(*p["operands"]["lhs"], t, s1), _tag(*p["operands"]["lhs"], t, s2)
-    ok = a != b and a == c.lhs.tag[:-1] and b == c.rhs.tag[:-1]
+    d1, d2 = _dropped(*p["operands"]["lhs"], t, s1, a), _dropped(*p["operands"]["lhs"], t, s2, b)
+    ok = (a != b or d1 != d2) and a in (c.lhs.tag, _row_of(c.lhs.tag, d1)) and b in (c.rhs.tag, _row_of(c.rhs.tag, d2))
     detail = f"thread {t}: row of slot {s1}: {a}, row of slot {s2}: {b}"
     return Replay(ok, detail if ok else f"mismatch with the report: {detail}", {"first": a, "second": b})
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..hw.instructions import Instruction
 from ..lang import ast as A
+from .statistics import without_position
 from .state import ITYPE, LMAX, ZERO_MARK, Buf, Data, Failure, is_zero, merge_classes, tag_list
 
 
@@ -17,7 +18,7 @@ class ShadowChecks:
         want, want_ar = self._tag_of(buf, idx)
         # a row statistic (negative arity) stored where its row's tag is wanted is that element, as
         # on the static side (stored_tag compares the components)
-        holds = (np.abs(data.arity) == want_ar) & np.all(data.tag == want, axis=-1)
+        holds = (np.abs(data.arity) == want_ar) & np.all(without_position(data.tag, data.arity) == want, axis=-1)
         inv = {"global": "ave/epilogue-placement", "shared": "ave/shared-round-trip"}.get(buf.space,
                                                                                          "ave/register-round-trip")
         self._record(inv, s, holds[..., None], data.tag[:, :, None], data.arity[..., None], want[:, :, None],

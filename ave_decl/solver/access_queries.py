@@ -20,7 +20,7 @@ import z3
 from ..facts.view import KernelView
 from ..hw.dtypes import DTYPE_BYTES
 from ..hw.instructions import INSTRUCTIONS
-from .chains import Alt, Expander, Step, eval_map
+from .chains import Alt, Expander, Step, eval_map, row_of
 from .coverage import GuardedCoverage
 from .lane_split import lane_grid, loop_values, write_once_proved
 from .query import Query
@@ -265,18 +265,21 @@ class AccessQueries:
 
     # ------------------------------------------------ row statistics
     def broadcast(self, site: int, full: int, stat: int, same_length: bool = False) -> list[Query]:
-        """A statistic meeting a full value is the statistic of that value's row (tag prefix);
-        two statistics combined (`same_length`) are of the same row."""
+        """A statistic meeting a full value is the statistic of that value's row: its tag is a
+        prefix of the value's tag without the component the statistic dropped; two statistics
+        combined (`same_length`) are of the same row and dropped the same component."""
         inst = self.enc.new_instance(site, "u")
         out = []
         for left in self.expander.value(full, inst):
             for right in self.expander.value(stat, inst):
                 if left.tag is None or right.tag is None:
                     continue  # an untagged start value (e.g. -inf) meets the row: nothing to compare
-                if len(right.tag) > len(left.tag) or (len(right.tag) == len(left.tag)) != same_length:
+                want = left.tag if same_length else _without(left.tag, right)
+                if want is None or len(right.tag) > len(want) or (same_length and (
+                        len(right.tag) != len(want) or (left.stat and right.stat and left.dropped != right.dropped))):
                     violated = self.enc.bool_val(True)
                 else:
-                    violated = z3.Or(*[r != x for r, x in zip(right.tag, left.tag)]) if right.tag else \
+                    violated = z3.Or(*[r != x for r, x in zip(right.tag, want)]) if right.tag else \
                         self.enc.bool_val(False)
                 out.append(Query(inst.constraints + left.constraints + right.constraints, violated, left, right,
                                  inst, inst, inst))
@@ -290,7 +293,8 @@ class AccessQueries:
             first.constraints += [first.env["slot"] >= 0, first.env["slot"] < slots]
             second, in_range = self.expander.other_slot(first, slots)
             return self._same_rows(arg, first, second, first.constraints + in_range,
-                                   {"slot1": first.env["slot"], "slot2": second.env["slot"]})
+                                   {"slot1": first.env["slot"], "slot2": second.env["slot"]},
+                                   self.expander.drops.get(reduced, -1))
         if reduced in self.expander.butterfly:  # own at this lane and at the butterfly partner
             partner = self.expander.butterfly[reduced][1]
             first = self.enc.new_instance(site, "l1")
@@ -301,18 +305,25 @@ class AccessQueries:
         second = self.enc.new_instance(site, "l2", share_block=first, loops={
             h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(site)})
         t1, t2 = self.enc.linear_thread(first), self.enc.linear_thread(second)
-        return self._same_rows(arg, first, second, first.constraints + second.constraints + [t1 / width == t2 / width])
+        return self._same_rows(arg, first, second, first.constraints + second.constraints + [t1 / width == t2 / width],
+                               drops=self.expander.drops.get(reduced, -1))
 
     def _same_rows(self, arg: int, first: Instance, second: Instance, cons: list[z3.BoolRef],
-                   extras: dict | None = None) -> list[Query]:
+                   extras: dict | None = None, drops: int = -1) -> list[Query]:
         """The operand at two instances (lanes or slots) holds elements of one row: tags equal but
-        for the last component."""
+        for the dropped component (`drops`; statistics: equal, having dropped the same one)."""
         out = []
         for x in self.expander.value(arg, first):
             for y in self.expander.value(arg, second):
-                if x.tag is None or y.tag is None or len(x.tag) != len(y.tag) or len(x.tag) < 2:
+                rx, ry = row_of(x, drops), row_of(y, drops)
+                if rx.tag is None or ry.tag is None or len(rx.tag) != len(ry.tag):
                     continue
-                violated = z3.Or(*[a != b for a, b in zip(x.tag[:-1], y.tag[:-1])])
+                if rx.dropped != ry.dropped:
+                    violated = self.enc.bool_val(True)
+                elif not rx.tag:
+                    continue
+                else:
+                    violated = z3.Or(*[a != b for a, b in zip(rx.tag, ry.tag)])
                 out.append(Query(cons + x.constraints + y.constraints, violated, x, y, first, first, second,
                                  dict(extras or {})))
         return out
@@ -448,3 +459,11 @@ def _first_conflicting_phase(words, phase: int) -> tuple[int, int] | None:
         return None
     row, p = (int(x) for x in hits[0])
     return row, p * phase
+
+
+def _without(tag: list, stat: Alt) -> list | None:
+    """A full value's tag without the component `stat` dropped (its row, as the statistic states
+    it); None when the tag has no such component. Without a known dropped component: the last."""
+    if stat.dropped < 0:
+        return tag[:-1]
+    return tag[:stat.dropped] + tag[stat.dropped + 1:] if stat.dropped < len(tag) else None

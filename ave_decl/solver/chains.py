@@ -7,7 +7,7 @@ iteration, address equality), and the program points passed, for the report.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 
 import z3
@@ -62,12 +62,26 @@ class Alt:
     constraints: list[z3.BoolRef]
     chain: list[Step]
     unknown: str = ""  # non-empty: this path could not be followed (reason)
-    stat: bool = False  # the tag is a row statistic (a lane reduction dropped its last component)
+    stat: bool = False  # the tag is a row statistic (a reduction dropped one component: `dropped`)
     zero: bool = False  # the value is a known zero on this path (padding; docs/language.md, Zero tags)
     # conditions under which the tagged source passed the tagged branch of each select on the
     # path (recorded, not assumed: the tag is the same either way; ave/masked-flow assumes them)
     flow: list[z3.BoolRef] = field(default_factory=list)
     flow_sites: list[int] = field(default_factory=list)  # the statements of those selects
+    dropped: int = -1  # a statistic: the position in the reduced values' tag of the component it dropped
+
+
+def row_of(a: Alt, drops: int) -> Alt:
+    """The statistic a reduction makes of `a`: its tag without component `drops` (negative: from
+    the end). A statistic stays itself (the reduction combined one row's statistics;
+    ave/row-statistics checks they are of one row). A tag without that component: UNKNOWN."""
+    if a.stat or not a.tag:
+        return replace(a, stat=True)
+    pos = drops if drops >= 0 else len(a.tag) + drops
+    if not 0 <= pos < len(a.tag):
+        return replace(a, tag=None, stat=True, unknown=f"a reduction drops tag component {drops}, but its operand is "
+                                                          f"tagged {a.tag_name} with {len(a.tag)} components")
+    return replace(a, tag=a.tag[:pos] + a.tag[pos + 1:], tag_name=f"{a.tag_name}.row", stat=True, dropped=pos)
 
 
 @lru_cache(maxsize=None)
@@ -108,6 +122,7 @@ class Expander:
         self.lane_reduce = {v: w for _k, v, _op, w in view.kf.relation("lane_reduce")}
         self.lane_source = {v: e for _k, v, e in view.kf.relation("lane_source")}
         self.slot_reduce = {v: n for _k, v, _op, n in view.kf.relation("slot_reduce")}
+        self.drops = {v: d for _k, v, d in view.kf.relation("reduce_drops")}
         self.butterfly = {v: (own, partner) for _k, v, own, partner in view.kf.relation("butterfly")}
         self.zero = {v for _k, v in view.kf.relation("value_zero")}
         self.selects = {v for _k, v, op in view.kf.relation("value_op") if op == "select"}
@@ -143,8 +158,8 @@ class Expander:
             at, extra = inst, []
             if vid in self.slot_reduce:  # any one slot: ave/row-statistics proves they share the row
                 at, extra = self.other_slot(inst, self.slot_reduce[vid])
-            return [Alt(a.tag[:-1] if a.tag else a.tag, f"{a.tag_name}.row" if a.tag else "", a.coords,
-                        extra + a.constraints, a.chain, a.unknown, stat=True) for a in self.value(arg, at, seen)]
+            drops = self.drops.get(vid, -1)
+            return [replace(row_of(a, drops), constraints=extra + a.constraints) for a in self.value(arg, at, seen)]
         if kind == "mma":
             return self.mma_result(vid, stmt, inst, seen)
         if kind == "shuffle":  # the operand as the source lane computed it
@@ -171,8 +186,7 @@ class Expander:
         """The tag of the one full operand; without one, the first tagged statistic on this path
         (ave/row-statistics checks that the others agree with it); two full operands: Top."""
         if vid in self.butterfly and self.butterfly[vid][0] in self.full:  # a row statistic of `own`
-            return [Alt(a.tag[:-1] if a.tag else a.tag, f"{a.tag_name}.row" if a.tag else "", a.coords, a.constraints,
-                        a.chain, a.unknown, stat=True) for a in self.value(self.butterfly[vid][0], inst, seen)]
+            return [row_of(a, -1) for a in self.value(self.butterfly[vid][0], inst, seen)]
         rooted = [a for a in self.view.value_args.get(vid, []) if a in self.has_root]
         full = [a for a in rooted if a in self.full]
         if len(full) > 1 or not rooted:
@@ -198,8 +212,7 @@ class Expander:
         c = self.enc.bool_term(self.index_expr[cond_v], inst.env)
         taken = c if arg == then_v else z3.Not(c)
         stmt = self.view.values[vid][1]
-        return [Alt(a.tag, a.tag_name, a.coords, a.constraints, a.chain, a.unknown, a.stat, a.zero,
-                    a.flow + [taken], a.flow_sites + [stmt]) for a in alts]
+        return [replace(a, flow=a.flow + [taken], flow_sites=a.flow_sites + [stmt]) for a in alts]
 
     def _first_tagged(self, args: list[int], inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
         alts = self.value(args[0], inst, seen)
@@ -213,7 +226,7 @@ class Expander:
         for top in (a for a in alts if a.tag is None and not a.unknown):
             for rest in self._first_tagged(args[1:], inst, seen):
                 out.append(Alt(rest.tag, rest.tag_name, rest.coords, top.constraints + rest.constraints, rest.chain,
-                               rest.unknown, rest.stat))
+                               rest.unknown, rest.stat, dropped=rest.dropped))
         return out
 
     def _unknown(self, inst: Instance, why: str) -> Alt:
@@ -249,7 +262,7 @@ class Expander:
             hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
             for sub in self.value(self.view.store_value[sa], writer, seen + (aid,)):
                 out.append(Alt(sub.tag, sub.tag_name, sub.coords, cons + sub.constraints, hop + sub.chain,
-                               sub.unknown, sub.stat, sub.zero, sub.flow, sub.flow_sites))
+                               sub.unknown, sub.stat, sub.zero, sub.flow, sub.flow_sites, sub.dropped))
         if not out:
             return [Alt(None, "", [], [], [Step("load", aid, acc.stmt, acc.buffer, inst)])]
         unwritten = self.unwritten.constraints(acc, inst)

@@ -1,0 +1,86 @@
+"""A reduction's statistic drops the tag component it reduces over (`drops=`), not only the last:
+the S^T flash-attention form, whose scores are tagged (head, key, query) and reduced over the key,
+verifies, simulates to its reference, and its bugs are violations the simulator replays."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES
+
+import ave_decl
+from ave_decl.lang import printer
+from ave_decl.lang.parser import parse_text
+from ave_decl.lang.source import SourceFile
+from ave_decl.report.model import Verdict
+from ave_decl.sim.run import simulate_source
+from ave_decl.sim.statistics import matches_row, reduce_rows
+from ave_decl.sim.state import ITYPE, LMAX
+
+EXAMPLE = EXAMPLES / "attention" / "flash_attention_st.ave"
+SCALE = "* 0.2550348616 - m_new)"
+
+
+def test_the_drops_keyword_round_trips_through_the_printer():
+    m = parse_text(EXAMPLE.read_text())
+    text = printer.module(m)
+    assert "reduce_max(s, drops=1)" in text and "reduce_sum(p, drops=1)" in text
+    assert parse_text(text) == m
+
+
+def test_the_st_form_verifies_and_simulates_to_its_reference(ave):
+    (k,) = ave_decl.check(EXAMPLE).kernels
+    assert k.verdict == Verdict.VERIFIED, [f.message for f in k.findings if f.verdict != Verdict.VERIFIED]
+    rows = [f for f in k.findings if f.invariant == "ave/row-statistics"]
+    assert len(rows) >= 8 and all(f.verdict == Verdict.VERIFIED for f in rows)
+    ((_, r),) = simulate_source(SourceFile(str(EXAMPLE), EXAMPLE.read_text()), {"H": 2, "S": 64})
+    assert r.reference["ok"] and r.shadow_ok and not r.errors
+    checked = {f.line for f in r.failures if f.invariant == "ave/row-statistics" and f.checked}
+    assert {43, 44, 47, 48, 54} <= checked  # both reductions, the butterfly, P and the rescale of O^T
+
+
+@pytest.mark.parametrize("old, new, line, words", [
+    # the slots of a lane hold 16 keys of one query: dropping the last component (the query) is wrong
+    ("reduce_max(s, drops=1)", "reduce_max(s)", 43, "the slot reduction mixes rows"),
+    ("reduce_sum(p, drops=1)", "reduce_sum(p, drops=2)", 48, "the slot reduction mixes rows"),
+    # lane ^ 16 holds another query's keys: two rows' maxima combined
+    ("shuffle_xor(mt, 32)", "shuffle_xor(mt, 16)", 44, "statistics of two different rows"),
+    # P of one query scaled by the neighbouring query's running max
+    (SCALE, "* 0.2550348616 - shuffle_xor(m_new, 1))", 47, "the statistic of row"),
+    # the reduction over the wrong lanes: a 64-lane group holds all 32 queries
+    ("fmax(mt, shuffle_xor(mt, 32))", "lane_max(mt, 64)", 44, "the reduction mixes rows: lane 0"),
+])
+def test_a_statistic_of_the_wrong_row_is_a_replayed_violation(old, new, line, words):
+    text = EXAMPLE.read_text()
+    assert old in text
+    text = text.replace(old, new)
+    (k,) = ave_decl.check(text, path="bad.ave", confirm=True).kernels
+    bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
+    assert bad and all(f.invariant == "ave/row-statistics" for f in bad), [f.message for f in bad]
+    first = min(bad, key=lambda f: f.location.line)
+    assert first.location.line == line and words in first.message, first.message
+    assert all(f.replay["confirmed"] for f in bad), [f.replay for f in bad]
+    # the simulator's own shadow check fails at the same statement
+    ((_, r),) = simulate_source(SourceFile("bad.ave", text), {"H": 1, "S": 32})
+    assert any(f.invariant == "ave/row-statistics" and f.line == line and f.failed for f in r.failures)
+
+
+def _tags(*rows: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    tag = np.zeros((len(rows), LMAX), ITYPE)
+    for i, r in enumerate(rows):
+        tag[i, :len(r)] = r
+    return tag, np.array([len(r) for r in rows], ITYPE)
+
+
+def test_the_shadow_statistic_remembers_the_component_it_dropped():
+    """(h, key, q) reduced over the key is the (h, q) row: it matches O^T (h, d, q), not
+    (h, q, d), and a statistic of the same row that dropped the last component is another one."""
+    tag, ar = _tags((1, 7, 3), (1, 3, 7))
+    by_key, by_key_ar = reduce_rows(tag, ar, 1)
+    assert by_key_ar.tolist() == [-2, -2] and by_key[0, :2].tolist() == [1, 3]
+    full, full_ar = _tags((1, 5, 3), (1, 3, 5))
+    assert matches_row(by_key[:1].repeat(2, 0), by_key_ar[:1].repeat(2), full, full_ar).tolist() == [True, False]
+    last, last_ar = reduce_rows(*_tags((1, 3, 9)), -1)
+    assert last[0, :2].tolist() == by_key[0, :2].tolist()
+    assert not matches_row(last, last_ar, by_key[:1], by_key_ar[:1])[0]  # same row, other component
+    again, again_ar = reduce_rows(by_key, by_key_ar, -1)  # a statistic reduced again stays itself
+    assert (again == by_key).all() and (again_ar == by_key_ar).all()
