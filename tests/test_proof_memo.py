@@ -175,10 +175,11 @@ def test_the_memo_is_bounded_and_forgets_the_least_recently_used():
     assert m.proved(b"a" * 16) and not m.proved(b"b" * 16) and m.proved(b"c" * 16)
 
 
-def test_the_audit_keeps_its_proofs_beside_the_verdict_cache(ave, tmp_path):
+def test_the_audit_keeps_its_proofs_beside_the_verdict_cache(ave, memo, tmp_path):
     """A copy of a corpus under another name misses the verdict cache (the path is part of its
     key) but meets every proof of the first audit: the proof file does not grow, and the reports
-    agree but for the paths."""
+    agree but for the paths. (`memo` starts this process's memo empty, as a new `ave` process
+    does: proofs an earlier test left in memory would never reach the file.)"""
     first, second, cache = tmp_path / "first", tmp_path / "second", tmp_path / "cache"
     for d in (first, second):
         d.mkdir()

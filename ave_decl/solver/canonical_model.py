@@ -17,23 +17,36 @@ from collections.abc import Callable
 
 import z3
 
-Smallest = Callable[[z3.Solver, list[z3.ArithRef]], z3.ModelRef]
+from .divmod import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _wrap
+
+Smallest = Callable[[z3.Solver, list[z3.ArithRef], bool], z3.ModelRef | None]  # solve.KernelSolver._smallest
 
 
 def free_constants(formulas: list[z3.ExprRef]) -> list[z3.ExprRef]:
-    """The uninterpreted constants of the formulas, in depth-first first-occurrence order."""
+    """The uninterpreted constants of the formulas, in depth-first first-occurrence order.
+    Walked through the unchecked C getters (solver/divmod.py): a wrapper per node cost more
+    than the solve it serves."""
+    if not formulas:
+        return []
+    ctx = formulas[0].ctx
+    c = ctx.ref()
     seen: set[int] = set()
     out: list[z3.ExprRef] = []
-    stack = list(reversed(formulas))
+    stack = [f.as_ast() for f in reversed(formulas)]
     while stack:
-        t = stack.pop()
-        if t.get_id() in seen:
+        a = stack.pop()
+        key = _ast_id(c, a)
+        if key in seen:
             continue
-        seen.add(t.get_id())
-        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.append(t)
-        elif z3.is_app(t):
-            stack.extend(t.arg(i) for i in reversed(range(t.num_args())))
+        seen.add(key)
+        if _ast_kind(c, a) != z3.Z3_APP_AST:
+            continue
+        n = _num_args(c, a)
+        if n == 0:
+            if _decl_kind(c, _app_decl(c, a)) == z3.Z3_OP_UNINTERPRETED:
+                out.append(_wrap(a, ctx))
+        else:
+            stack.extend(_arg(c, a, i) for i in reversed(range(n)))
     return out
 
 
@@ -45,20 +58,22 @@ def canonical_model(solver: z3.Solver, sizes: list[z3.ArithRef], timeout_ms: int
     assertions = list(solver.assertions())
     constants = free_constants(assertions)
     renamed = [z3.Const(f"ave!v{i}", c.sort()) for i, c in enumerate(constants)]  # no tensor is named so
+    query = z3.And(assertions) if assertions else z3.BoolVal(True, home)  # one term: one substitution
     printer = z3.Solver(ctx=home)
-    printer.add([z3.substitute(a, *zip(constants, renamed)) for a in assertions] if constants else assertions)
-    ctx = z3.Context()
+    printer.add(z3.substitute(query, *zip(constants, renamed)) if constants else query)
+    ctx = z3.Context()  # fresh per query: Z3 recycles the ids of freed terms, so a context
+    # shared by a kernel's violations made each model depend on when Python freed the last one's
     fresh = z3.Solver(ctx=ctx)
     fresh.set("timeout", timeout_ms)
     try:
-        fresh.add(z3.parse_smt2_string(printer.sexpr(), ctx=ctx))
+        fresh.from_string(printer.sexpr())
     except z3.Z3Exception:  # a term Z3 prints but cannot read back
-        return None
-    if fresh.check() != z3.sat:
         return None
     position = {c.get_id(): i for i, c in enumerate(constants)}
     found = smallest(fresh, [z3.Const(f"ave!v{position[s.get_id()]}", s.sort().translate(ctx))
-                             for s in sizes if s.get_id() in position])
+                             for s in sizes if s.get_id() in position], False)
+    if found is None:
+        return None
     model = z3.Model(home)
     for c, v in zip(constants, renamed):
         value = found.eval(v.translate(ctx), model_completion=True)
@@ -67,6 +82,6 @@ def canonical_model(solver: z3.Solver, sizes: list[z3.ArithRef], timeout_ms: int
     for d in back.decls():
         if d.arity() > 0:  # an index tensor's table
             model.update_value(d, back[d])
-    if not all(z3.is_true(model.eval(a, model_completion=True)) for a in assertions):
+    if not z3.is_true(model.eval(query, model_completion=True)):
         return None  # the mapped-back model must be one of the query itself
     return model

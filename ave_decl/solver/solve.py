@@ -246,14 +246,16 @@ class KernelSolver:
         own model if the canonical copy is not settled within the timeout."""
         sizes = list(self.enc.sizes.values())
         model = canonical_model(solver, sizes, self.timeout_ms, self._smallest)
-        return model if model is not None else self._smallest(solver, sizes)
+        return model if model is not None else self._smallest(solver, sizes)  # decided: never None
 
-    def _smallest(self, solver: z3.Solver, sizes: list[z3.ArithRef]) -> z3.ModelRef:
+    def _smallest(self, solver: z3.Solver, sizes: list[z3.ArithRef], decided: bool = True) -> z3.ModelRef | None:
         """Prefer a counterexample at sizes that are quick to read and to replay: every size <= 64
-        when possible, else <= 512, else the first model. Each re-solve has a deterministic
+        when possible, else <= 512, else any model. Each bounded re-solve has a deterministic
         budget (SMALL_MODEL_RLIMIT), so which model is printed does not depend on machine load;
-        the --timeout stays the outer bound."""
-        model = solver.model()
+        the --timeout stays the outer bound. `decided`: the solver's last check was SAT (its
+        model is the fallback); otherwise the bounded solves come first and the unbounded one
+        only when they find nothing (one solve, not two, for most violations). None: no model."""
+        model = solver.model() if decided else None
         solver.set("rlimit", SMALL_MODEL_RLIMIT)
         for bound in SMALL_SIZES if sizes else ():
             solver.push()
@@ -263,7 +265,10 @@ class KernelSolver:
                 model = solver.model()
             solver.pop()
             if found:
-                break
+                return model
+        if model is None:
+            solver.set("rlimit", 0)
+            model = solver.model() if solver.check() == z3.sat else None
         return model
 
     # ------------------------------------------------------------ queries
