@@ -80,6 +80,7 @@ def test_a_range_recorded_after_a_digest_changes_the_key():
 
     enc = Encoder.__new__(Encoder)  # only the parts query_key and set_range use
     enc.ctx, enc.ranges, enc._ranged, enc._normaliser, enc._digester = z3.Context(), {}, [], None, None
+    enc.use_proof_memo = True
     x = z3.Int("x", enc.ctx)
     before = enc.query_key([x % 64 == 3])
     enc.set_range(x, 0, 63)

@@ -37,13 +37,7 @@ def _unsat(enc: Encoder, constraints: list[z3.BoolRef]) -> bool:
     """Whether the constraints are proved unsatisfiable within the derived-fact budget (or
     were proved so before: solver/proof_memo.py)."""
     formulas = [*constraints, *enc.side]
-    key = enc.query_key(formulas) if proof_memo.enabled() else None
-    if proof_memo.MEMO.proved(key):
-        return True
-    proved = _query_solver(enc, formulas).check() == z3.unsat
-    if proved:
-        proof_memo.MEMO.remember(key)
-    return proved
+    return proof_memo.proved_by(enc.query_key(formulas), lambda: _query_solver(enc, formulas).check() == z3.unsat)
 
 
 def add_semantic_facts(kf: KernelFacts) -> None:

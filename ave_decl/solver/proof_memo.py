@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import z3
@@ -182,6 +183,17 @@ def store_path(folder: str | os.PathLike) -> Path:
 
 
 MEMO = ProofMemo()
+
+
+def proved_by(key: bytes | None, prove: Callable[[], bool]) -> bool:
+    """Whether the query of `key` was proved before, or `prove()` proves it now (then it is
+    remembered); a None key (not digested, memo off) always asks `prove`."""
+    if MEMO.proved(key):
+        return True
+    proved = prove()
+    if proved:
+        MEMO.remember(key)
+    return proved
 
 
 class FormulaDigester:

@@ -17,6 +17,7 @@ from ..facts.view import KernelView
 from . import budgets
 from .divmod import DivModSimplifier
 from .proof_memo import FormulaDigester
+from .proof_memo import enabled as proof_memo_enabled
 
 BV_WIDTH = 32
 NORMALISE_DIVMOD = True  # bench/divmod.py turns it off to measure the normalisation's effect
@@ -60,6 +61,7 @@ class Encoder:
         self._normaliser: DivModSimplifier | None = None  # shared by this kernel's queries
         self._base: list[z3.BoolRef] | None = None
         self._digester: FormulaDigester | None = None  # proof_memo keys of this kernel's queries
+        self.use_proof_memo = proof_memo_enabled()  # read once per kernel (AVE_PROOF_MEMO)
 
     def normaliser(self) -> DivModSimplifier:
         """The kernel's div/mod simplifier: queries share instances, chains and base
@@ -80,7 +82,9 @@ class Encoder:
 
     def query_key(self, formulas: list[z3.BoolRef]) -> bytes | None:
         """The proof memo's key of a query's formulas with the ranges of their variables
-        (solver/proof_memo.py); None when the query is not digested."""
+        (solver/proof_memo.py); None when the query is not digested or the memo is off."""
+        if not self.use_proof_memo:
+            return None
         if self._digester is None:
             self._digester = FormulaDigester(self.ctx, self.ranges)
         return self._digester.key(formulas)

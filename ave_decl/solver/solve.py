@@ -85,7 +85,6 @@ class KernelSolver:
         self.timeout_ms = max(1, int(timeout_s * 1000))
         self.access.guarded.timeout_ms = self.timeout_ms
         self.base = self.enc.base_constraints()
-        self.use_proof_memo = proof_memo.enabled()
         self._base_side = self.enc.side_snapshot()
 
     # ----------------------------------------------------------- findings
@@ -149,7 +148,7 @@ class KernelSolver:
                 formulas = self.formulas(q)  # builds the deferred kills: ids of user rules are data too
             except (KeyError, IndexError):
                 raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site)) from None
-            key = self._memo_key(formulas)
+            key = self.enc.query_key(formulas)
             if proof_memo.MEMO.proved(key):
                 continue
             solver = self.enc.query_solver(self.timeout_ms, formulas)
@@ -192,18 +191,8 @@ class KernelSolver:
         if not has_deferred(q.constraints):
             return False
         formulas = [*self.base, *relaxed(q.constraints), q.violated, *self.enc.side]
-        key = self._memo_key(formulas)
-        if proof_memo.MEMO.proved(key):
-            return True
-        solver = self.enc.query_solver(self.timeout_ms, formulas)
-        proved = self.enc.proved_within_budget(solver, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])
-        if proved:
-            proof_memo.MEMO.remember(key)
-        return proved
-
-    def _memo_key(self, formulas: list[z3.BoolRef]) -> bytes | None:
-        """The proof memo's key of a query (solver/proof_memo.py), None when the memo is off."""
-        return self.enc.query_key(formulas) if self.use_proof_memo else None
+        return proof_memo.proved_by(self.enc.query_key(formulas), lambda: self.enc.proved_within_budget(
+            self.enc.query_solver(self.timeout_ms, formulas), self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1]))
 
     def _fix_hint(self, relation: str, q: Query, cex: Counterexample) -> dict | None:
         """Where the missing barrier / wait / mask goes (solver/hints.py)."""
