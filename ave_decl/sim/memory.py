@@ -52,19 +52,32 @@ class MemoryModel:
 
     # ------------------------------------------------------------ memory
     def _flat(self, buf: Buf, idx: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Linear (physical) address and an in-bounds mask."""
-        ok = np.ones(self.shape, bool)
-        for c, extent in zip(idx, buf.shape):
-            ok = ok & (c >= 0) & (c < extent)
-        if buf.layout is not None:
-            addr = np.asarray(buf.layout.evaluate(*[np.asarray(c) for c in idx]), ITYPE)
-        else:
-            addr = np.zeros(self.shape, ITYPE)
-            for c, extent in zip(idx, buf.shape):
-                addr = addr * extent + c
-        return addr, ok
+        """Linear (physical) address and an in-bounds mask. A uniform index (a register slot named
+        by a constant) is computed once and broadcast, not once per lane."""
+        idx = [np.asarray(c) for c in idx]
+        if idx and all(c.shape == self.shape and not any(c.strides) for c in idx):
+            addr, ok = self._flat_lanes(buf, [c.reshape(-1)[:1] for c in idx])
+            return np.broadcast_to(addr.reshape(()), self.shape), np.broadcast_to(ok.reshape(()), self.shape)
+        return self._flat_lanes(buf, idx)
 
-    def _oob(self, buf: Buf, ok: np.ndarray, s) -> None:
+    def _flat_lanes(self, buf: Buf, idx: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        ok = None
+        for c, extent in zip(idx, buf.shape):  # one unsigned comparison is 0 <= c < extent for int32
+            inside = c.view(np.uint32) < extent if c.dtype == ITYPE else (c >= 0) & (c < extent)
+            ok = inside if ok is None else ok & inside
+        if ok is None:
+            ok = np.ones(idx[0].shape if idx else self.shape, bool)
+        if buf.layout is not None:
+            return np.asarray(buf.layout.evaluate(*idx), ITYPE), ok
+        addr = None
+        for c, extent in zip(idx, buf.shape):
+            addr = c if addr is None else addr * extent + c
+        return (addr if addr is not None else np.zeros(ok.shape, ITYPE)), ok
+
+    def _oob(self, buf: Buf, ok: np.ndarray, s, every: bool = False) -> None:
+        """Report the first out-of-bounds access (`every`: ok holds everywhere, nothing to report)."""
+        if every and self.probe is None:
+            return
         bad = np.asarray(self.active & ~ok)
         if bad.any():
             b, t = (int(x) for x in np.argwhere(bad)[0])
@@ -87,25 +100,30 @@ class MemoryModel:
 
     def load(self, buf: Buf, idx: list[np.ndarray], node) -> Data:
         addr, ok = self._flat(buf, idx)
-        self._oob(buf, ok, node)
+        every = bool(ok.all())  # the usual case: no lane to mask
+        self._oob(buf, ok, node, every)
         if buf.data.size == 0:  # a zero-size tensor or array: every access is out of bounds (reported above)
             return Data(np.zeros(self.shape, np.float32), np.zeros(self.shape + (LMAX,), ITYPE),
                         np.zeros(self.shape, ITYPE))
-        safe = np.where(ok, addr, 0)
+        safe = addr if every else np.where(ok, addr, 0)
         cell = safe if buf.space == "global" else self._cells(buf, safe)
-        v = np.where(ok, np.take(buf.data, cell), np.float32(0))
+        v = np.take(buf.data, cell)
+        if not every:
+            v = np.where(ok, v, np.float32(0))
         if buf.space == "shared":
             self._race_check(buf, "load", ok, addr, node)
-        if buf.tag_fn is not None and buf.space != "local":  # a register tag is a claim checked at stores
+        if not self.shadow:  # without shadow checks no tag is ever read (nor stored, nor asserted)
+            tag, arity = np.zeros(self.shape + (LMAX,), ITYPE), np.zeros(self.shape, ITYPE)
+        elif buf.tag_fn is not None and buf.space != "local":  # a register tag is a claim checked at stores
             tag, arity = self._tag_of(buf, idx)
-        elif buf.space == "global" or not self.shadow:  # without shadow checks no tag is ever read
+        elif buf.space == "global":
             tag, arity = np.zeros(self.shape + (LMAX,), ITYPE), np.zeros(self.shape, ITYPE)
         else:
             tag, arity = np.take(buf.tag.reshape(-1, LMAX), cell, axis=0), np.take(buf.arity, cell)  # type: ignore[union-attr]
         masked = None
         if buf.masked is not None:
             masked = np.take(buf.masked, cell)
-        return Data(v, tag, np.where(ok, arity, 0), masked)
+        return Data(v, tag, arity if every else np.where(ok, arity, 0), masked)
 
     def _race_check(self, buf: Buf, kind: str, ok, addr, node) -> None:
         bs, ts, lanes = self._lanes(self.active & ok)
@@ -114,8 +132,8 @@ class MemoryModel:
             if pbuf is buf:
                 paddr, pok = self._flat(buf, pidx)
                 pb, pt = np.nonzero(np.asarray(pact & pok))
-                self.races.in_flight(buf.name, set(zip(pb.tolist(), np.asarray(paddr)[pb, pt].tolist())),
-                                     ps.span.line, bs, ts, addrs, node.span.line, self.loop_vars)
+                self.races.in_flight(buf.name, pb, np.asarray(paddr)[pb, pt], ps.span.line, bs, ts, addrs,
+                                     node.span.line, self.loop_vars)
         root = buf.storage or buf  # the aliases of one storage race with each other
         self.races.access(id(root), root.name, root.size, kind, bs, ts, addrs, node.span.line, self.loop_vars)
 
@@ -143,7 +161,7 @@ class MemoryModel:
 
     def _store(self, buf: Buf, idx: list[np.ndarray], data: Data, s) -> None:
         addr, ok = self._flat(buf, idx)
-        self._oob(buf, ok, s)
+        self._oob(buf, ok, s, bool(ok.all()))
         if buf.tag_fn is not None and self.shadow:
             self._check_stored_tag(buf, idx, data, s)
         bs, ts, lanes = self._lanes(self.active & ok)

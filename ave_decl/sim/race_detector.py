@@ -28,36 +28,51 @@ class Race:
 
 @dataclass
 class _Track:
-    """Per (block, element) of one buffer, flat (block * size + element): the last store's epoch,
-    group and line."""
+    """One buffer's state, flat (block * size + element), as int32 words (epoch, group) (0: no
+    access yet): the last store's, with its line beside it (read only when a race is found), and,
+    per load line, that line's reads (group, or MULTI for several), so a WAR race is attributed
+    to every load statement that read the element in the epoch, not only the last. Only words of
+    the current epoch are ever compared."""
 
-    w_epoch: np.ndarray
-    w_group: np.ndarray
+    w: np.ndarray
     w_line: np.ndarray
-    scratch: np.ndarray  # one instruction's groups per element (RaceDetector._several_groups)
-    # per load line: (epoch, group) of that line's last reads of each element, so a WAR race is
-    # attributed to every load statement that read the element in the epoch, not only the last
-    readers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    readers: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 class RaceDetector:
+    """Per buffer, for every (block, element) flat (block * size + element): the last store as one
+    int32 word (epoch, group) and its line, and per load line the readers as one word (epoch,
+    group or MULTI). One small word per element and state means one random gather per access and
+    state, where separate epoch and group arrays cost a cache miss each (the state spans
+    megabytes at 1024^3, and its accesses are scattered across it)."""
+
     def __init__(self, blocks: int, threads: int, group_of: np.ndarray):
         self.B, self.T = blocks, threads
         self.group_of = group_of.astype(np.int32)  # thread -> ordering group
+        self._eshift = (int(self.group_of.max(initial=0)) + 2).bit_length()  # a word: epoch << this | group + 2
+        self._gmask = (1 << self._eshift) - 1
+        # int32 words leave >= 2^19 epochs between fresh starts with <= 4094 groups (1024 threads)
+        self._wtype = np.int32 if self._eshift <= 24 else np.int64
+        self._max_gen = (1 << (8 * np.dtype(self._wtype).itemsize - 1 - self._eshift)) - 1
+        self._code = (self.group_of + 2).astype(self._wtype)  # a word's group field: group + 2 (0: MULTI)
         self.epoch = 0
+        self._gen = 1  # the current epoch's number in the words (0: never accessed)
         self.tracks: dict[int, _Track] = {}
         self.races: dict[tuple[str, str, int, int], Race] = {}
 
-    def _full(self, size: int, v: int) -> np.ndarray:
-        return np.full(self.B * size, v, np.int32)
-
     def barrier(self) -> None:
         self.epoch += 1
+        self._gen += 1
+        if self._gen > self._max_gen:  # only the current epoch's words are ever compared: start afresh
+            for tr in self.tracks.values():
+                tr.w.fill(0)
+                for r in tr.readers.values():
+                    r.fill(0)
+            self._gen = 1
 
     def _track(self, key: int, size: int) -> _Track:
         if key not in self.tracks:
-            self.tracks[key] = _Track(self._full(size, -1), self._full(size, -1), self._full(size, 0),
-                                      self._full(size, -1))
+            self.tracks[key] = _Track(np.zeros(self.B * size, self._wtype), np.zeros(self.B * size, np.int32))
         return self.tracks[key]
 
     def _record(self, kind: str, name: str, first: np.ndarray, line: int, bs, ts, addrs, other, iters) -> None:
@@ -77,61 +92,57 @@ class RaceDetector:
         if bs.size == 0:
             return
         tr = self._track(key, size)
-        groups = self.group_of[ts]
+        code = self._code[ts]
         cell = bs * size + addrs
-        now = self.epoch
-        w_epoch, w_group = tr.w_epoch[cell], tr.w_group[cell]
+        base = self._wtype(self._gen << self._eshift)
+        gmask = self._gmask
+        w = tr.w[cell]
         if kind == "load":
-            hit = (w_epoch == now) & (w_group != groups)
+            hit = (w >= base) & ((w & gmask) != code)  # stored this epoch by another group
             if hit.any():
-                self._record("RAW", name, tr.w_line[cell][hit], line, bs[hit], ts[hit], addrs[hit], w_group[hit],
-                             iters)
-            if line not in tr.readers:
-                tr.readers[line] = (self._full(size, -1), self._full(size, -1))
-            r_epoch, r_group = tr.readers[line]
-            fresh = r_epoch[cell] != now
-            r_group[cell[fresh]] = -1
-            r_epoch[cell] = now
-            cur = r_group[cell]
-            r_group[cell] = np.where(cur == -1, groups, np.where(cur == groups, cur, MULTI))
-            several = self._several_groups(tr, cell, groups)
-            if several is not None:  # two readers of different groups in this one instruction
-                r_group[cell[several]] = MULTI
+                self._record("RAW", name, tr.w_line[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
+                             (w[hit] & gmask) - 2, iters)
+            readers = tr.readers.get(line)
+            if readers is None:
+                readers = tr.readers[line] = np.zeros(tr.w.size, self._wtype)
+            mine = base | code
+            cur = readers[cell]
+            # first reader this epoch, or the same group again: this group; else several (MULTI)
+            new = np.where((cur < base) | (cur == mine), mine, base)
+            readers[cell] = new
+            several = readers[cell] != new  # two lanes of different groups read one element in this instruction
+            if several.any():
+                readers[cell[several]] = base
             return
-        for load_line, (r_epoch, r_group) in tr.readers.items():
-            old = r_group[cell]
-            hit = (r_epoch[cell] == now) & (old != -1) & ((old == MULTI) | (old != groups))
+        mine = base | code
+        for load_line, readers in tr.readers.items():
+            old = readers[cell]
+            hit = (old >= base) & (old != mine)  # read this epoch by another group, or by several
             if hit.any():
                 self._record("WAR", name, np.full(int(hit.sum()), load_line), line, bs[hit], ts[hit], addrs[hit],
-                             old[hit], iters)
-        hit = (w_epoch == now) & (w_group != groups) & (w_group >= 0)
+                             (old[hit] & gmask) - 2, iters)
+        hit = (w >= base) & ((w & gmask) != code)
         if hit.any():
-            self._record("WAW", name, tr.w_line[cell][hit], line, bs[hit], ts[hit], addrs[hit], w_group[hit], iters)
-        if self._several_groups(tr, cell, groups) is not None:  # several groups storing one element at once
-            lo = np.full(tr.w_epoch.size, np.iinfo(np.int32).max, np.int32)
-            hi = np.full(tr.w_epoch.size, -1, np.int32)
+            self._record("WAW", name, tr.w_line[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
+                         (w[hit] & gmask) - 2, iters)
+        tr.w[cell] = mine
+        tr.w_line[cell] = line
+        if (tr.w[cell] != mine).any():  # another group's store to one element won the scatter: several at once
+            groups = self.group_of[ts]
+            lo = np.full(tr.w.size, np.iinfo(np.int32).max, np.int32)
+            hi = np.full(tr.w.size, -1, np.int32)
             np.minimum.at(lo, cell, groups)
             np.maximum.at(hi, cell, groups)
             clash = lo[cell] != hi[cell]
             self._record("WAW", name, np.full(int(clash.sum()), line), line, bs[clash], ts[clash], addrs[clash],
                          np.where(groups[clash] == lo[cell][clash], hi[cell][clash], lo[cell][clash]), iters)
-        tr.w_epoch[cell] = now
-        tr.w_group[cell] = groups
-        tr.w_line[cell] = line
 
-    @staticmethod
-    def _several_groups(tr: _Track, cell: np.ndarray, groups: np.ndarray) -> np.ndarray | None:
-        """Which accesses of one instruction meet an access of another group at their element
-        (None: none do). One group's value per element wins the scratch write; an element that
-        several groups access has an access whose group differs from the winner's."""
-        tr.scratch[cell] = groups
-        differ = tr.scratch[cell] != groups
-        return differ if differ.any() else None
-
-    def in_flight(self, name: str, pending: set[tuple[int, int]], copy_line: int, bs, ts, addrs, line: int,
-                  iters: dict[str, int]) -> None:
-        """A load of elements an async copy has not delivered yet (no `async_wait()` in between)."""
-        hit = np.array([(int(b), int(a)) in pending for b, a in zip(bs, addrs)], bool)
+    def in_flight(self, name: str, pending_bs: np.ndarray, pending_addrs: np.ndarray, copy_line: int, bs, ts,
+                  addrs, line: int, iters: dict[str, int]) -> None:
+        """A load of elements an async copy has not delivered yet (no `async_wait()` in between):
+        the (block, element) pairs of the load that the copy's pairs hold (addresses are in bounds, >= 0)."""
+        hit = np.isin(np.asarray(bs, np.int64) << 32 | np.asarray(addrs, np.int64),
+                      np.asarray(pending_bs, np.int64) << 32 | np.asarray(pending_addrs, np.int64))
         if hit.any():
             self._record("ASYNC", name, np.full(int(hit.sum()), copy_line), line, bs[hit], ts[hit], addrs[hit],
                          np.full(int(hit.sum()), -1), iters)
