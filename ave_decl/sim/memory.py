@@ -93,6 +93,10 @@ class MemoryModel:
         lanes = np.flatnonzero(mask)
         return lanes // self.T, lanes % self.T, lanes
 
+    def _pick(self, x: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+        """x's values at `lanes` (flat); with every lane, x itself flattened (no gather)."""
+        return x.reshape(-1) if lanes is self.all_lanes else x.reshape(-1)[lanes]
+
     def _cells(self, buf: Buf, safe: np.ndarray) -> np.ndarray:
         """Each (block, thread)'s element of a shared or local buffer, as an index into its flat storage."""
         rows = self.block_rows if buf.space == "shared" else self.lane_rows
@@ -127,7 +131,7 @@ class MemoryModel:
 
     def _race_check(self, buf: Buf, kind: str, ok, addr, node) -> None:
         bs, ts, lanes = self._lanes(self.active & ok)
-        addrs = addr.reshape(-1)[lanes]
+        addrs = self._pick(addr, lanes)
         for pbuf, pidx, _d, ps, pact, _group in self.pending:
             if pbuf is buf:
                 paddr, pok = self._flat(buf, pidx)
@@ -165,8 +169,8 @@ class MemoryModel:
         if buf.tag_fn is not None and self.shadow:
             self._check_stored_tag(buf, idx, data, s)
         bs, ts, lanes = self._lanes(self.active & ok)
-        a = addr.reshape(-1)[lanes]
-        vals = data.v.reshape(-1)[lanes]
+        a = self._pick(addr, lanes)
+        vals = self._pick(data.v, lanes)
         if buf.dtype in ROUND:  # the element type's storage holds fewer bits: the hardware rounds on store
             vals = narrow(np.asarray(vals, np.float32), buf.dtype)
         if buf.space == "global":
@@ -187,11 +191,11 @@ class MemoryModel:
         if data.masked is not None or buf.masked is not None:
             if buf.masked is None:
                 buf.masked = np.zeros(buf.arity.shape, bool)  # type: ignore[union-attr]
-            mk = data.masked.reshape(-1)[lanes] if data.masked is not None else False
+            mk = self._pick(data.masked, lanes) if data.masked is not None else False
             np.put(buf.masked, cell, mk)
         buf.tag, buf.arity = _contiguous(buf.tag), _contiguous(buf.arity)  # type: ignore[arg-type]
-        _rows(buf.tag)[cell] = _rows(np.ascontiguousarray(data.tag)).take(lanes)
-        buf.arity.reshape(-1)[cell] = data.arity.reshape(-1)[lanes]
+        _rows(buf.tag)[cell] = self._pick(_rows(np.ascontiguousarray(data.tag)), lanes)
+        buf.arity.reshape(-1)[cell] = self._pick(data.arity, lanes)
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:

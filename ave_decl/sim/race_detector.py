@@ -58,6 +58,7 @@ class RaceDetector:
         self.epoch = 0
         self._gen = 1  # the current epoch's number in the words (0: never accessed)
         self.tracks: dict[int, _Track] = {}
+        self._terms: dict[int, tuple[np.ndarray, ...]] = {}  # _lane_terms
         self.races: dict[tuple[str, str, int, int], Race] = {}
 
     def barrier(self) -> None:
@@ -74,6 +75,17 @@ class RaceDetector:
         if key not in self.tracks:
             self.tracks[key] = _Track(np.zeros(self.B * size, self._wtype), np.zeros(self.B * size, np.int32))
         return self.tracks[key]
+
+    def _lane_terms(self, bs: np.ndarray, ts: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each access's block row (block * size) and group field. Accesses of every lane pass the
+        same block and thread arrays every time: their terms are kept (by identity) per size."""
+        kept = self._terms.get(size)
+        if kept is not None and kept[0] is bs and kept[1] is ts:
+            return kept[2], kept[3]
+        rows, code = bs * size, self._code[ts]
+        if bs.size == self.B * self.T:
+            self._terms[size] = (bs, ts, rows, code)
+        return rows, code
 
     def _record(self, kind: str, name: str, first: np.ndarray, line: int, bs, ts, addrs, other, iters) -> None:
         for first_line in np.unique(first):
@@ -92,8 +104,8 @@ class RaceDetector:
         if bs.size == 0:
             return
         tr = self._track(key, size)
-        code = self._code[ts]
-        cell = bs * size + addrs
+        rows, code = self._lane_terms(bs, ts, size)
+        cell = rows + addrs
         base = self._wtype(self._gen << self._eshift)
         gmask = self._gmask
         w = tr.w[cell]
