@@ -18,7 +18,7 @@ import z3
 SMALL_MODEL_RLIMIT = 2_000_000  # per re-solve at smaller sizes (a preference, not a proof)
 DERIVED_FACT_RLIMIT = 2_000_000  # per `covers` / `may_be_empty` / stride query (not proved: "no")
 DERIVED_FACT_WALL_MS = 30_000  # safety net only: add_semantic_facts has no user timeout
-QUICK_PROOF_RLIMIT = 300_000  # per budgeted proof attempt before the full solver (smt.Encoder.proved_within_budget)
+QUICK_PROOF_RLIMIT = 300_000  # per budgeted proof attempt before the full solver (smt.Encoder.proves)
 QUICK_PROOF_SEEDS = (0, 1, 2)  # one attempt per seed, until one decides the query
 ENUM_CALL_RLIMIT = 1_000_000  # per violation-set enumeration call
 ENUM_TOTAL_RLIMIT = 8_000_000  # per violation set: past it the count is "at least N"

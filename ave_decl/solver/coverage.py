@@ -43,10 +43,10 @@ class GuardedCoverage:
         self.timeout_ms = 10_000  # KernelSolver sets its own
 
     def _sat(self, formulas: list[z3.BoolRef]) -> bool | None:
-        solver = self.enc.query_solver(self.timeout_ms, [*self.enc.base_constraints(), *formulas, *self.enc.side])
-        if self.enc.proved_within_budget(solver, self.timeout_ms):
+        prepared = self.enc.prepare([*self.enc.base_constraints(), *formulas, *self.enc.side])
+        if self.enc.proves(prepared, self.timeout_ms):
             return False
-        r = solver.check()
+        r = self.enc.solver_holding(prepared, self.timeout_ms).check()
         return None if r == z3.unknown else r == z3.sat
 
     def write_count(self, store, site: Instance) -> list[Query]:

@@ -54,10 +54,9 @@ class Encoder:
         self.ranges: dict[int, tuple[int, int]] = {}  # z3 ast id of a variable -> known [lo, hi]
         self._ranged: list[z3.ArithRef] = []  # keeps those variables alive: Z3 reuses freed ids
         self.side: list[z3.BoolRef] = []  # definitional constraints of bit decompositions
-        self._last_query: tuple[z3.Solver, list[z3.BoolRef]] | None = None  # query_solver's latest
         self._bits: dict[int, list[z3.BoolRef]] = {}
         self._functions: dict[str, z3.FuncDeclRef] = {}
-        self.index_reads: list[tuple[str, list[z3.ArithRef], z3.ArithRef]] = []  # of the last query_solver
+        self.index_reads: list[tuple[str, list[z3.ArithRef], z3.ArithRef]] = []  # of the last prepared query
         self._normaliser: DivModSimplifier | None = None  # shared by this kernel's queries
         self._base: list[z3.BoolRef] | None = None
         self._digester: FormulaDigester | None = None  # proof_memo keys of this kernel's queries
@@ -109,11 +108,14 @@ class Encoder:
 
     def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef], rlimit: int = 0,
                      terms: tuple[z3.ExprRef, ...] = ()) -> z3.Solver:
-        """A solver holding the conjunction of `formulas`, div/mod normalised by variable ranges
-        (an equivalent formula; the ranges it relied on are asserted with it), plus the value
-        range and injectivity of every index-tensor read it contains (`index_reads`), or that
-        `terms` contain (terms that later push/pop queries will constrain)."""
-        s = self.solver(timeout_ms, rlimit)
+        """A solver holding the query `formulas` (see `prepare`)."""
+        return self.solver_holding(self.prepare(formulas, terms), timeout_ms, rlimit)
+
+    def prepare(self, formulas: list[z3.BoolRef], terms: tuple[z3.ExprRef, ...] = ()) -> list[z3.BoolRef]:
+        """What a query asserts: `formulas` div/mod normalised by variable ranges (an equivalent
+        formula; the ranges it relied on are asserted with it), plus the value range and
+        injectivity of every index-tensor read it contains (`index_reads`), or that `terms`
+        contain (terms that later push/pop queries will constrain)."""
         formulas = self.normaliser().normalise(formulas) if NORMALISE_DIVMOD else list(formulas)
         self.index_reads = self._index_reads([*formulas, *terms])
         for name, args, app in self.index_reads:
@@ -121,27 +123,30 @@ class Encoder:
             formulas += [app >= self.int_term(lo, {}), app < self.int_term(hi, {})]
             if injective and len(args) == 1:
                 formulas.append(self._functions[f"uf:{name}:inv"](app) == args[0])
-        s.add(*formulas)
-        self._last_query = (s, formulas)  # what proved_within_budget re-asserts (no AstVector walk)
+        return formulas
+
+    def solver_holding(self, prepared: list[z3.BoolRef], timeout_ms: int, rlimit: int = 0) -> z3.Solver:
+        s = self.solver(timeout_ms, rlimit)
+        s.add(*prepared)
         return s
 
-    def proved_within_budget(self, solver: z3.Solver, timeout_ms: int,
-                             seeds: tuple[int, ...] = budgets.QUICK_PROOF_SEEDS) -> bool:
+    def proves(self, prepared: list[z3.BoolRef], timeout_ms: int,
+               seeds: tuple[int, ...] = budgets.QUICK_PROOF_SEEDS) -> bool:
         """Whether a few fresh solvers, each with a deterministic work budget and its own random
-        seed, prove the solver's assertions unsatisfiable. Why: Z3's search on index algebra
+        seed, prove the prepared query unsatisfiable. Why: Z3's search on index algebra
         with div/mod varies a lot with its heuristic choices: gemm_mfma16's `write_once` at line
         52 took 0.01 s or over 10 s (the wall-clock timeout) depending on the seed and on which
         terms the kernel's earlier obligations had created, so the same kernel was VERIFIED or
         UNKNOWN from run to run on a loaded machine. A short budgeted portfolio settles the easy
         proofs the same way every time; an UNSAT here is an UNSAT of the very same formulas. A
         SAT ends the attempt (the full solver then finds the counterexample, as before); only
-        "budget spent" tries the next seed. Each attempt gets at most a quarter of the timeout."""
-        kept, self._last_query = self._last_query, None
-        assertions = kept[1] if kept is not None and kept[0] is solver else solver.assertions()
+        "budget spent" tries the next seed. Each attempt gets at most a quarter of the timeout.
+        Most queries end here, so no solver holds them before (asserting a query's hundreds of
+        formulas into a solver never checked cost a fifth of production attention's check)."""
         for seed in seeds:
             attempt = self.solver(max(1, timeout_ms // 4), budgets.QUICK_PROOF_RLIMIT)
             attempt.set("random_seed", seed)
-            attempt.add(assertions)
+            attempt.add(*prepared)
             result = attempt.check()
             if result != z3.unknown:  # a model is a model: no other seed can prove it
                 return result == z3.unsat

@@ -151,8 +151,9 @@ class KernelSolver:
             key = self.enc.query_key(formulas)
             if proof_memo.MEMO.proved(key):
                 continue
-            solver = self.enc.query_solver(self.timeout_ms, formulas)
-            result = z3.unsat if self.enc.proved_within_budget(solver, self.timeout_ms) else solver.check()
+            prepared = self.enc.prepare(formulas)
+            solver = None if self.enc.proves(prepared, self.timeout_ms) else self.enc.solver_holding(prepared, self.timeout_ms)
+            result = z3.unsat if solver is None else solver.check()
             if result == z3.unsat:
                 proof_memo.MEMO.remember(key)
             if result == z3.sat:
@@ -191,8 +192,8 @@ class KernelSolver:
         if not has_deferred(q.constraints):
             return False
         formulas = [*self.base, *relaxed(q.constraints), q.violated, *self.enc.side]
-        return proof_memo.proved_by(self.enc.query_key(formulas), lambda: self.enc.proved_within_budget(
-            self.enc.query_solver(self.timeout_ms, formulas), self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1]))
+        return proof_memo.proved_by(self.enc.query_key(formulas), lambda: self.enc.proves(
+            self.enc.prepare(formulas), self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1]))
 
     def _fix_hint(self, relation: str, q: Query, cex: Counterexample) -> dict | None:
         """Where the missing barrier / wait / mask goes (solver/hints.py)."""
