@@ -56,15 +56,16 @@ _BAD = ("@kernel(grid=(1,), block=64, wave=64)\ndef k(A: Tensor[f32, (64,)], C: 
     ("shuffle(x)", "shuffle"),
     ("readfirstlane(3)", "exchanges a data value"),
     ("reduce_max(A)", "reduces a register array"),
-    ("reduce_max(s, 1)", "axis 0"),
-    ("reduce_sum(s2)", "1-D register array"),
+    ("reduce_max(s, 1)", "reduces an axis in [0, 1) of 's' (rank 1), not axis 1"),
+    ("reduce_sum(s2)", "needs axis="),
+    ("reduce_sum(s2, axis=1) + 1.0", "is a register array: assign it to a name"),
     # drops= (tests/test_reductions_drops.py): a constant naming one of at most 6 tag components
     ("lane_max(x, 32, drops=6)", "drops=6 names no tag component"),
     ("reduce_max(s, drops=-7)", "drops=-7 names no tag component"),
     ("reduce_sum(s, drops=lane_id())", "constant"),
     ("lane_sum(x, 32, axis=0)", "no keyword 'axis' (it takes drops=)"),
     ("reduce_max(s, dropped=1)", "no keyword 'dropped' (it takes axis= and drops=)"),
-    ("reduce_max(s, axis=1, drops=0)", "axis 0"),
+    ("reduce_max(s, axis=1, drops=0)", "not axis 1"),
 ])
 def test_bad_exchanges_and_reductions_are_located_errors(call, words, tmp_path, ave):
     path = tmp_path / "k.ave"

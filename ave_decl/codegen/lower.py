@@ -13,7 +13,7 @@ from llvmlite import ir
 from ..hw.instructions import Instruction, LoadMatrix
 from ..lang import ast as A
 from ..lang.consts import const_int
-from ..lang.resolve import SCHEDULING_HINTS
+from ..lang.resolve import SCHEDULING_HINTS, SLOT_REDUCTIONS
 from . import kinds as K
 from .abi import KernelSignature, TensorParam, signature
 from .consts import single_assignments
@@ -24,7 +24,7 @@ from .lower_instrs import InstrLowering
 from .lower_memory import MemoryLowering
 from .target import CodegenTarget, LoweredKernel
 from .uniform import BLOCK, THREAD, level, loop_level, name_levels
-from .values import ConstInt, GlobalTensor, LayoutConst, Val, Var
+from .values import ConstInt, GlobalTensor, LayoutConst, LocalArray, Val, Var
 
 UNROLL_TRIPS = 64  # a constant loop of at most this many iterations is unrolled...
 UNROLL_STATEMENTS = 4096  # ...unless the unrolled body would exceed this many statements
@@ -193,6 +193,10 @@ class KernelLowering(ExprLowering, MemoryLowering, InstrLowering):
             return self.ldmatrix(name, value, s)
         if isinstance(value, A.Call) and isinstance(self.imports.get(value.func_name), Instruction):
             return self.mma(name, value, s)
+        arr = self.env.get(value.args[0].id) if isinstance(value, A.Call) and value.func_name in SLOT_REDUCTIONS \
+            and value.args and isinstance(value.args[0], A.Name) else None
+        if isinstance(arr, LocalArray) and len(arr.shape) >= 2:  # reduce_max(s, axis=a): a register array
+            return self.axis_reduce(name, value, s)
         if name in self.kinds.layouts:
             self.env[name] = LayoutConst(self.layout_value(value))
             return

@@ -44,7 +44,8 @@ class InstrLowering:
                 raw = store_convert(self.b, load_convert(self.b, raw, dtype), arr.dtype)
             self.b.store(raw, self.b.gep(arr.ptr, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), i)]))
 
-    def result_array(self, name: str, dtype: str, count: int, s: A.Stmt) -> LocalArray:
+    def result_array(self, name: str, dtype: str, count: int, s: A.Stmt,
+                     shape: tuple[int, ...] | None = None) -> LocalArray:
         arr = self.env.get(name)  # type: ignore[attr-defined]
         if isinstance(arr, LocalArray):
             return arr
@@ -52,7 +53,7 @@ class InstrLowering:
         arr = self.local_arrays.get(key)  # type: ignore[attr-defined]
         if arr is None:
             slot = self.t.alloca(self.ab, ir.ArrayType(storage_type(dtype), count), name)  # type: ignore[attr-defined]
-            arr = LocalArray(name, slot, dtype, (count,))
+            arr = LocalArray(name, slot, dtype, shape or (count,))
             self.local_arrays[key] = arr  # type: ignore[attr-defined]
         self.env[name] = arr  # type: ignore[attr-defined]
         return arr
@@ -138,12 +139,27 @@ class InstrLowering:
     def slot_reduce(self, e: A.Call) -> Val:
         """reduce_max(s) / reduce_sum(s): every slot of one thread's register array, in slot order."""
         arr = self.register_array(e.args[0], e.func_name or "reduce")
-        acc = None
-        for raw in self.raw_slots(arr, arr.count, arr.dtype, e):
-            v = load_convert(self.b, raw, arr.dtype)
-            acc = v if acc is None else (self.intrinsic("llvm.maximum.f32", F32, [acc, v])  # type: ignore[attr-defined]
-                                         if e.func_name == "reduce_max" else self.b.fadd(acc, v))
-        return Val(acc, "float")
+        values = [load_convert(self.b, raw, arr.dtype) for raw in self.raw_slots(arr, arr.count, arr.dtype, e)]
+        return Val(self._combine_slots(e.func_name or "", values), "float")
+
+    def axis_reduce(self, name: str, e: A.Call, s: A.Stmt) -> None:
+        """m = reduce_max(s, axis=a) of a register array of rank >= 2: slot (o, i) of m combines
+        the slots (o, j, i) of s, j in order (s's slots grouped as (outer, axis, inner))."""
+        arr = self.register_array(e.args[0], e.func_name or "reduce")
+        axis = self.const_arg(e.kwarg("axis") if e.kwarg("axis") is not None else e.args[1])  # type: ignore[attr-defined]
+        outer, n, inner = int(np.prod(arr.shape[:axis])), arr.shape[axis], int(np.prod(arr.shape[axis + 1:]))
+        values = [load_convert(self.b, raw, arr.dtype) for raw in self.raw_slots(arr, arr.count, arr.dtype, e)]
+        out = [self._combine_slots(e.func_name or "", [values[(o * n + j) * inner + i] for j in range(n)])
+               for o in range(outer) for i in range(inner)]
+        dst = self.result_array(name, arr.dtype, outer * inner, s, arr.shape[:axis] + arr.shape[axis + 1:])
+        self.write_slots(dst, out, "f32")
+
+    def _combine_slots(self, func: str, values: list[ir.Value]) -> ir.Value:
+        acc = values[0]
+        for v in values[1:]:
+            acc = (self.intrinsic("llvm.maximum.f32", F32, [acc, v])  # type: ignore[attr-defined]
+                   if func == "reduce_max" else self.b.fadd(acc, v))
+        return acc
 
     def lane_exchange(self, e: A.Call) -> Val:
         """shuffle_xor(x, mask[, width]) / shuffle(x, lane) / readfirstlane(x): x of another lane."""

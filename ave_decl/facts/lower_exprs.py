@@ -1,6 +1,8 @@
 """Lowering of expressions: names, index arithmetic, loads, calls (mixed into KernelLowering)."""
 from __future__ import annotations
 
+from math import prod
+
 from ..hw.dtypes import DTYPES
 from ..hw.expr import BINARY_OPS, BOOL_OPS, UNARY_OPS, ExprLimitError
 from ..hw.instructions import INSTRUCTIONS
@@ -19,6 +21,7 @@ from .values import (
     LayoutVal,
     LoopLocal,
     Val,
+    const_size,
     describe,
     structure,
 )
@@ -315,24 +318,62 @@ class ExpressionLowering:
     def _slot_reduce(self, e: A.Call, name: str) -> DVal:
         """`reduce_max(s)` / `reduce_sum(s)`: combine every slot of the 1-D register array `s` of this
         thread. Like a lane reduction the result is a statistic: its tag is the slots' tag without the
-        last component, and every slot must hold an element of the same row (ave/row-statistics)."""
-        self._arity(e, 1, 2)
-        drops = self._drops(e, name, ("axis",))
-        axis = e.kwarg("axis") if e.kwarg("axis") is not None else (e.args[1] if len(e.args) == 2 else None)
-        if axis is not None and len(e.args) == 2 and e.kwarg("axis") is not None:
-            raise self.err(f"{name}() got the axis twice", e)
-        buf = self.lookup(e.args[0]) if isinstance(e.args[0], A.Name) else None
-        if not isinstance(buf, Buffer) or buf.space != "local" or buf.implicit:
-            raise self.err(f"{name}() reduces a register array (local(...)) given by name", e.args[0])
-        if axis is not None and self.const_int(axis, f"{name} axis") != 0:
-            raise self.err(f"{name}() reduces axis 0 of a 1-D register array", axis)
-        if buf.rank != 1 or buf.const_shape is None:
-            raise self.err(f"{name}() reduces a 1-D register array; '{buf.name}' has rank {buf.rank}", e.args[0])
+        dropped component, and every slot must hold an element of the same row (ave/row-statistics)."""
+        buf, axis, drops = self._slot_reduce_args(e, name)
+        if buf.rank != 1:
+            raise self.err(f"{name}(..., axis={axis}) of the rank-{buf.rank} register array '{buf.name}' is a "
+                           f"register array: assign it to a name (m = {name}({buf.name}, axis={axis}))", e)
         slots = self._read_all(buf)
         vid = self._value("reduce", (slots.vid,))
-        self.facts.add("slot_reduce", vid, name[7:], buf.const_shape[0])
+        self.facts.add("slot_reduce", vid, name[7:], const_size(buf))
         self.facts.add("reduce_drops", vid, drops)
         return DVal(vid, buf.dtype)
+
+    def _axis_reduce(self, name: str, e: A.Call, s: A.Stmt) -> None:
+        """`m = reduce_max(s, axis=a)` of a register array of rank >= 2: m (a register array of s's
+        shape without axis a; an existing one must have that many slots) gets, in each slot, the
+        statistic of the slots of s along axis a at the same other coordinates (`slot_reduce_axis`)."""
+        fname = e.func_name or ""
+        buf, axis, drops = self._slot_reduce_args(e, fname)
+        shape = buf.const_shape or ()
+        out_shape = shape[:axis] + shape[axis + 1:]
+        self._node("assign", s.span)
+        slots = self._read_all(buf)
+        vid = self._value("reduce", (slots.vid,))
+        self.facts.add("slot_reduce", vid, fname[7:], shape[axis])
+        self.facts.add("reduce_drops", vid, drops)
+        self.facts.add("slot_reduce_axis", vid, prod(shape[axis + 1:]), prod(out_shape))
+        existing = self.env.get(name)
+        dst = existing.value if existing is not None else None
+        if dst is None:
+            dst = Buffer(name, name, "local", buf.dtype, tuple(self.t.const(d) for d in out_shape), out_shape, None,
+                         s.span)
+            self._declare(dst)
+            self.bind(name, dst, e)
+        elif not isinstance(dst, Buffer) or dst.space != "local" or dst.implicit or const_size(dst) != prod(out_shape):
+            raise self.err(f"the result of {fname}(..., axis={axis}) needs a register array of {prod(out_shape)} "
+                           f"values", e)
+        aid = self._access(dst, "write_all", (), self.t.sym("slot"))
+        self.facts.add("store_value", aid, vid)
+
+    def _slot_reduce_args(self, e: A.Call, name: str) -> tuple[Buffer, int, int]:
+        """The register array, axis and drops of a slot reduction, checked (a located error each)."""
+        self._arity(e, 1, 2)
+        drops = self._drops(e, name, ("axis",))
+        axis_e = e.kwarg("axis") if e.kwarg("axis") is not None else (e.args[1] if len(e.args) == 2 else None)
+        if axis_e is not None and len(e.args) == 2 and e.kwarg("axis") is not None:
+            raise self.err(f"{name}() got the axis twice", e)
+        buf = self.lookup(e.args[0]) if isinstance(e.args[0], A.Name) else None
+        if not isinstance(buf, Buffer) or buf.space != "local" or buf.implicit or buf.const_shape is None:
+            raise self.err(f"{name}() reduces a register array (local(...)) given by name", e.args[0])
+        if axis_e is None and buf.rank != 1:
+            raise self.err(f"{name}() of the rank-{buf.rank} register array '{buf.name}' needs axis= (which "
+                           f"axis it reduces)", e)
+        axis = 0 if axis_e is None else self.const_int(axis_e, f"{name} axis")
+        if not 0 <= axis < buf.rank:
+            raise self.err(f"{name}() reduces an axis in [0, {buf.rank}) of '{buf.name}' (rank {buf.rank}), not "
+                           f"axis {axis}", axis_e)
+        return buf, axis, drops
 
     def _lane_exchange(self, e: A.Call, name: str) -> DVal:
         """`shuffle_xor(x, mask)`, `shuffle(x, lane)`, `readfirstlane(x)`: x as another lane of the same

@@ -7,7 +7,7 @@ from ..hw.instructions import INSTRUCTIONS, LoadMatrix
 from ..lang import ast as A
 from ..lang.depth import walk
 from ..lang.printer import expr as expr_source
-from ..lang.resolve import BUILTINS, SCHEDULING_HINTS, free_names
+from ..lang.resolve import BUILTINS, SCHEDULING_HINTS, SLOT_REDUCTIONS, free_names
 from .values import Binding, Buffer, BVal, Conditional, DVal, InstrVal, IVal, LayoutVal, LoopLocal, const_size, describe
 
 
@@ -464,6 +464,11 @@ class StatementLowering:
                 return self._mma(name, value, s)
             if f is None and fname in INSTRUCTIONS:
                 self.lookup(value.func)  # raises: not imported
+            if f is None and fname in SLOT_REDUCTIONS and value.args and isinstance(value.args[0], A.Name):
+                arr = self.env.get(value.args[0].id)
+                if arr is not None and isinstance(arr.value, Buffer) and arr.value.space == "local" and \
+                        arr.value.rank >= 2:  # reduce_max(s, axis=a) of a 2-D array: an array
+                    return self._axis_reduce(name, value, s)
         existing = self.env.get(name)
         if existing is not None and isinstance(existing.value, Buffer) and not existing.value.implicit:
             raise self.err(f"'{name}' is a tensor/buffer; assign to its elements with {name}[...] = ...", target)

@@ -21,13 +21,13 @@ from ..hw.instructions import Instruction, LoadMatrix
 from ..hw.layout import Based, Composed, Layout, Swizzle, buffer_layout, col_major, row_major, storage_size
 from ..lang import ast as A
 from ..lang.depth import walk
-from ..lang.resolve import butterfly_operand
+from ..lang.resolve import SLOT_REDUCTIONS, butterfly_operand
 from .inputs import random_inputs, tensor_dims, tensor_shape
 from .limits import check_memory, check_shared, check_size_values
 from .memory import MemoryModel
 from .race_detector import RaceDetector
 from .shadow import ShadowChecks
-from .statistics import matches_row, reduce_rows
+from .statistics import along_axis, matches_row, reduce_rows
 from .state import (
     ITYPE,
     LMAX,
@@ -375,6 +375,10 @@ class Simulator(MemoryModel, ShadowChecks):
             return self._ldmatrix(name, value, s)
         if isinstance(value, A.Call) and value.func_name in self.imports:
             return self._mma(name, value, s)
+        arr = self.env.get(value.args[0].id) if isinstance(value, A.Call) and value.func_name in SLOT_REDUCTIONS \
+            and value.args and isinstance(value.args[0], A.Name) else None
+        if isinstance(arr, Buf) and arr.space == "local" and len(arr.shape) >= 2:  # reduce_max(s, axis=a)
+            return self._axis_reduce(name, value, s)
         v = self.eval(value)
         old = self.env.get(name)
         if isinstance(v, Data):
@@ -627,6 +631,32 @@ class Simulator(MemoryModel, ShadowChecks):
                          np.broadcast_to(rows[..., :1, :], rows.shape), np.broadcast_to(row_ar[..., :1], row_ar.shape),
                          source="slot_reduce")
         return Data(v.astype(np.float32), rows[:, :, 0], row_ar[:, :, 0])
+
+    def _axis_reduce(self, name: str, e: A.Call, s) -> None:
+        """`m = reduce_max(s, axis=a)` of a register array of rank >= 2: m has s's shape without
+        axis a, each slot the reduction (and the statistic) of the slots of s along a."""
+        self.current = s
+        buf = self.env[e.args[0].id]  # type: ignore[union-attr]
+        axis = int(self._const(e.kwarg("axis") if e.kwarg("axis") is not None else e.args[1]))
+        groups = (math.prod(buf.shape[:axis]), buf.shape[axis], math.prod(buf.shape[axis + 1:]))
+        data = np.asarray(buf.data).reshape(self.shape + groups)
+        v = np.max(data, axis=-2) if e.func_name == "reduce_max" else np.sum(data, axis=-2, dtype=np.float32)
+        v = v.reshape(self.shape + (-1,)).astype(np.float32)
+        out = self.env.get(name)
+        if not isinstance(out, Buf):
+            shape = buf.shape[:axis] + buf.shape[axis + 1:]
+            out = Buf(name, "local", buf.dtype, shape, None, np.zeros_like(v), np.zeros(v.shape + (LMAX,), ITYPE),
+                      np.zeros(v.shape, ITYPE))
+            self.buffers[f"{name}@{id(out)}"] = out
+            self.env[name] = out
+        keep = np.asarray(self.active)[..., None]
+        out.data = np.where(keep, narrow(v, out.dtype) if out.dtype in ROUND else v, out.data)
+        if self.shadow and buf.arity is not None:
+            rows, row_ar = reduce_rows(np.asarray(buf.tag), np.asarray(buf.arity), self._drops(e))
+            holds, lead, lead_ar, out_rows, out_ar = along_axis(rows, row_ar, self.shape, groups)
+            self._record("ave/row-statistics", s, holds, rows, row_ar, lead, lead_ar, source="slot_reduce")
+            out.tag = np.where(keep[..., None], out_rows, out.tag)
+            out.arity = np.where(keep, out_ar, out.arity)
 
     def _drops(self, e: A.Call) -> int:
         """A reduction's `drops=`: the tag component it reduces over (default the last)."""

@@ -49,3 +49,20 @@ def without_position(tag: np.ndarray, arity: np.ndarray) -> np.ndarray:
     """Shadow tags with a statistic's dropped position cleared: what a stored tag or an
     `assert_tag_eq` compares (the row's components only, as on the static side)."""
     return np.where(((arity < 0)[..., None]) & (_IDX == DROP), 0, tag)
+
+
+def along_axis(rows: np.ndarray, row_ar: np.ndarray, lead: tuple[int, ...], groups: tuple[int, int, int]
+               ) -> tuple[np.ndarray, ...]:
+    """A reduction along one axis of a register array (`m = reduce_max(s, axis=a)`), its slots
+    grouped as (outer, n, inner) with n the axis: whether each slot holds the row of the first slot
+    of its group (ave/row-statistics), that first row per slot (what it is compared with), and the
+    rows of the output slots (outer * inner of them)."""
+    outer, n, inner = groups
+    r = rows.reshape(lead + (outer, n, inner, LMAX))
+    ra = row_ar.reshape(lead + (outer, n, inner))
+    first, first_ar = r[..., :1, :, :], ra[..., :1, :]
+    holds = (ra == first_ar) & np.all(r == first, axis=-1)
+    size = outer * n * inner
+    return (holds.reshape(lead + (size,)), np.broadcast_to(first, r.shape).reshape(lead + (size, LMAX)),
+            np.broadcast_to(first_ar, ra.shape).reshape(lead + (size,)), first.reshape(lead + (outer * inner, LMAX)),
+            first_ar.reshape(lead + (outer * inner,)))

@@ -123,6 +123,7 @@ class Expander:
         self.lane_source = {v: e for _k, v, e in view.kf.relation("lane_source")}
         self.slot_reduce = {v: n for _k, v, _op, n in view.kf.relation("slot_reduce")}
         self.drops = {v: d for _k, v, d in view.kf.relation("reduce_drops")}
+        self.slot_axis = {v: (inner, outs) for _k, v, inner, outs in view.kf.relation("slot_reduce_axis")}
         self.butterfly = {v: (own, partner) for _k, v, own, partner in view.kf.relation("butterfly")}
         self.zero = {v for _k, v in view.kf.relation("value_zero")}
         self.selects = {v for _k, v, op in view.kf.relation("value_op") if op == "select"}
@@ -157,7 +158,7 @@ class Expander:
             (arg,) = self.view.value_args[vid]
             at, extra = inst, []
             if vid in self.slot_reduce:  # any one slot: ave/row-statistics proves they share the row
-                at, extra = self.other_slot(inst, self.slot_reduce[vid])
+                at, extra = self.reduced_slot(inst, vid)
             drops = self.drops.get(vid, -1)
             return [replace(row_of(a, drops), constraints=extra + a.constraints) for a in self.value(arg, at, seen)]
         if kind == "mma":
@@ -174,6 +175,17 @@ class Expander:
         other.env["slot"] = slot
         self.enc.set_range(slot, 0, slots - 1)
         return other, [slot >= 0, slot < slots]
+
+    def reduced_slot(self, inst: Instance, vid: int) -> tuple[Instance, list[z3.BoolRef]]:
+        """`inst` at a fresh one of the slots the slot reduction `vid` combines; along an axis
+        (`slot_reduce_axis`), one of those of the output slot `inst` writes."""
+        slots = self.slot_reduce[vid]
+        other, cons = self.other_slot(inst, slots)
+        if vid in self.slot_axis:
+            inner, _outs = self.slot_axis[vid]
+            o, j = inst.env["slot"], other.env["slot"]
+            other.env["slot"] = (o / inner) * (slots * inner) + j * inner + o % inner
+        return other, cons
 
     def other_thread(self, inst: Instance, linear_eid: int) -> Instance:
         """`inst` at another thread of its block (same iterations): the one whose linear id is the
