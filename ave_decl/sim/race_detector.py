@@ -32,11 +32,20 @@ class _Track:
     access yet): the last store's, with its line beside it (read only when a race is found), and,
     per load line, that line's reads (group, or MULTI for several), so a WAR race is attributed
     to every load statement that read the element in the epoch, not only the last. Only words of
-    the current epoch are ever compared."""
+    the current epoch are ever compared. Loads only matter to a later store of the same epoch
+    (WAR): they wait in `pending` and reach `readers` when one comes (most epochs of a staged
+    kernel only load, or only store, a buffer)."""
 
     w: np.ndarray
     w_line: np.ndarray
     readers: dict[int, np.ndarray] = field(default_factory=dict)
+    w_gen: int = 0  # the epoch number of the last store (words of other epochs are never compared)
+    r_gen: dict[int, int] = field(default_factory=dict)  # per load line: the epoch of its words
+    pending: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)  # (line, cell, group field)
+    pending_lanes: int = 0
+
+
+_PENDING_LANES = 1 << 22  # loads held back at most (then applied): bounds their memory
 
 
 class RaceDetector:
@@ -64,6 +73,9 @@ class RaceDetector:
     def barrier(self) -> None:
         self.epoch += 1
         self._gen += 1
+        for tr in self.tracks.values():  # loads of the closed epoch can no longer race
+            tr.pending.clear()
+            tr.pending_lanes = 0
         if self._gen > self._max_gen:  # only the current epoch's words are ever compared: start afresh
             for tr in self.tracks.values():
                 tr.w.fill(0)
@@ -108,35 +120,37 @@ class RaceDetector:
         cell = rows + addrs
         base = self._wtype(self._gen << self._eshift)
         gmask = self._gmask
-        w = tr.w[cell]
         if kind == "load":
-            hit = (w >= base) & ((w & gmask) != code)  # stored this epoch by another group
-            if hit.any():
-                self._record("RAW", name, tr.w_line[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
-                             (w[hit] & gmask) - 2, iters)
-            readers = tr.readers.get(line)
-            if readers is None:
-                readers = tr.readers[line] = np.zeros(tr.w.size, self._wtype)
-            mine = base | code
-            cur = readers[cell]
-            # first reader this epoch, or the same group again: this group; else several (MULTI)
-            new = np.where((cur < base) | (cur == mine), mine, base)
-            readers[cell] = new
-            several = readers[cell] != new  # two lanes of different groups read one element in this instruction
-            if several.any():
-                readers[cell[several]] = base
+            if tr.w_gen == self._gen:  # a store of this epoch: a RAW race is possible
+                w = tr.w[cell]
+                hit = (w >= base) & ((w & gmask) != code)  # stored this epoch by another group
+                if hit.any():
+                    self._record("RAW", name, tr.w_line[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
+                                 (w[hit] & gmask) - 2, iters)
+            if line not in tr.readers:  # WAR records follow the order in which load lines first appear
+                tr.readers[line] = np.zeros(tr.w.size, self._wtype)
+            tr.pending.append((line, cell, code))
+            tr.pending_lanes += cell.size
+            if tr.pending_lanes > _PENDING_LANES:
+                self._apply_loads(tr)
             return
+        self._apply_loads(tr)
         mine = base | code
         for load_line, readers in tr.readers.items():
+            if tr.r_gen.get(load_line) != self._gen:  # not read in this epoch
+                continue
             old = readers[cell]
             hit = (old >= base) & (old != mine)  # read this epoch by another group, or by several
             if hit.any():
                 self._record("WAR", name, np.full(int(hit.sum()), load_line), line, bs[hit], ts[hit], addrs[hit],
                              (old[hit] & gmask) - 2, iters)
-        hit = (w >= base) & ((w & gmask) != code)
-        if hit.any():
-            self._record("WAW", name, tr.w_line[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
-                         (w[hit] & gmask) - 2, iters)
+        if tr.w_gen == self._gen:
+            w = tr.w[cell]
+            hit = (w >= base) & ((w & gmask) != code)
+            if hit.any():
+                self._record("WAW", name, tr.w_line[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
+                             (w[hit] & gmask) - 2, iters)
+        tr.w_gen = self._gen
         tr.w[cell] = mine
         tr.w_line[cell] = line
         if (tr.w[cell] != mine).any():  # another group's store to one element won the scatter: several at once
@@ -148,6 +162,24 @@ class RaceDetector:
             clash = lo[cell] != hi[cell]
             self._record("WAW", name, np.full(int(clash.sum()), line), line, bs[clash], ts[clash], addrs[clash],
                          np.where(groups[clash] == lo[cell][clash], hi[cell][clash], lo[cell][clash]), iters)
+
+    def _apply_loads(self, tr: _Track) -> None:
+        """The held-back loads of this epoch, in order, into their lines' reader words: the first
+        reader group of an element in the epoch, or MULTI once a second group reads it."""
+        base = self._wtype(self._gen << self._eshift)
+        for line, cell, code in tr.pending:
+            readers = tr.readers[line]
+            if tr.r_gen.get(line) != self._gen:
+                tr.r_gen[line] = self._gen
+            mine = base | code
+            cur = readers[cell]
+            new = np.where((cur < base) | (cur == mine), mine, base)
+            readers[cell] = new
+            several = readers[cell] != new  # two lanes of different groups read one element in this instruction
+            if several.any():
+                readers[cell[several]] = base
+        tr.pending.clear()
+        tr.pending_lanes = 0
 
     def in_flight(self, name: str, pending_bs: np.ndarray, pending_addrs: np.ndarray, copy_line: int, bs, ts,
                   addrs, line: int, iters: dict[str, int]) -> None:
