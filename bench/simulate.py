@@ -34,24 +34,28 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
-def warm_run(root: Path, n: int, shadow: bool) -> tuple[float, bool]:
-    """Seconds of the second simulation of an n^3 GEMM in this process, and whether it matched."""
+def warm_run(root: Path, n: int, shadow: bool) -> tuple[float, float, bool]:
+    """Seconds (wall, then this process's CPU) of the second simulation of an n^3 GEMM in this
+    process, and whether it matched. The simulator runs on one core, so on a busy machine its CPU
+    seconds are close to what the wall clock would show on a quiet one."""
     from ave_decl.lang.source import SourceFile
     from ave_decl.sim.run import simulate_source
 
     src = SourceFile.read(root / GEMM)
     simulate_source(src, dict(M=n, N=n, K=n), shadow=shadow)
+    cpu = time.process_time()
     secs, runs = timed(lambda: simulate_source(src, dict(M=n, N=n, K=n), shadow=shadow))
-    return secs, bool(runs[0][1].reference["ok"])
+    return secs, time.process_time() - cpu, bool(runs[0][1].reference["ok"])
 
 
 def throughput(sizes: list[int]) -> None:
     print("1. simulator throughput, gemm_lds_mfma (second run of each size)")
     for n in sizes:
         for shadow in (False, True):
-            secs, ok = warm_run(ROOT, n, shadow)
-            print(f"   {n}^3 {'shadow' if shadow else 'no shadow':9}: {secs:7.2f} s   {n * n / secs:12,.0f} output "
-                  f"elements/s   {n ** 3 / secs:14,.0f} MAC/s   reference {'ok' if ok else 'MISMATCH'}")
+            secs, cpu, ok = warm_run(ROOT, n, shadow)
+            print(f"   {n}^3 {'shadow' if shadow else 'no shadow':9}: {secs:7.2f} s ({cpu:.2f} s CPU)   "
+                  f"{n * n / secs:12,.0f} output elements/s   {n ** 3 / secs:14,.0f} MAC/s   "
+                  f"reference {'ok' if ok else 'MISMATCH'}")
 
 
 def exhaustive(pairs: list[tuple[int, int]]) -> None:
@@ -81,19 +85,25 @@ def against(rev: str, sizes: list[int], rounds: int) -> None:
     with revision_tree(rev) as tree:
         print(f"warm run of gemm_lds_mfma, median of {rounds} alternating fresh processes; "
               f"ratio = this tree's elements/s / {rev}'s")
-        print(f"{'size':>6} {'shadow':>7} {'now s':>8} {rev[:8] + ' s':>11} {'speed-up':>9}")
+        print(f"{'size':>6} {'shadow':>7} {'now s':>8} {rev[:8] + ' s':>11} {'speed-up':>9}   "
+              f"{'now CPU s':>9} {rev[:8] + ' CPU s':>15} {'CPU speed-up':>13}")
         for n in sizes:
             for shadow in (False, True):
                 secs: dict[str, list[float]] = {"now": [], "rev": []}
+                cpu: dict[str, list[float]] = {"now": [], "rev": []}
                 for _ in range(rounds):
                     for side, root in (("now", ROOT), ("rev", tree)):
                         env = {**os.environ, "PYTHONPATH": str(root)}
                         out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(root),
                                               str(n), str(int(shadow))], capture_output=True, text=True, check=True,
                                              cwd=root, env=env)
-                        secs[side].append(json.loads(out.stdout)["secs"])
+                        got = json.loads(out.stdout)
+                        secs[side].append(got["secs"])
+                        cpu[side].append(got["cpu"])
                 now, old = statistics.median(secs["now"]), statistics.median(secs["rev"])
-                print(f"{n:>5}³ {'yes' if shadow else 'no':>7} {now:8.2f} {old:11.2f} {old / now:9.1f}")
+                cnow, cold = statistics.median(cpu["now"]), statistics.median(cpu["rev"])
+                print(f"{n:>5}³ {'yes' if shadow else 'no':>7} {now:8.2f} {old:11.2f} {old / now:9.1f}   "
+                      f"{cnow:9.2f} {cold:15.2f} {cold / cnow:13.1f}")
 
 
 def main() -> None:
@@ -106,8 +116,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         root, n, shadow = Path(args.child[0]), int(args.child[1]), args.child[2] == "1"
-        secs, ok = warm_run(root, n, shadow)
-        print(json.dumps({"secs": secs, "ok": ok}))
+        secs, cpu, ok = warm_run(root, n, shadow)
+        print(json.dumps({"secs": secs, "cpu": cpu, "ok": ok}))
         return
     sys.path.insert(0, str(ROOT))
     sizes = [256] if args.quick else [256, 1024]
