@@ -54,7 +54,7 @@ def test_races_meet_across_aliases():
     ("    s = shared(f32, (64,))\n    V = subview(s, 60, (8,))\n", "spans elements 60 to 67"),
     ("    s = shared(f32, (64,))\n    tag(s, lambda i: (i,), \"S\")\n    V = subview(s, 0, (8,))\n", "is tagged"),
     ("    s = shared(f32, (64,))\n    V = subview(s, 0, (8,))\n    tag(s, lambda i: (i,), \"S\")\n", "has subviews"),
-    ("    s = shared(f32, (64,))\n    V = subview(s, thread_id(0), (8,))\n", "constant"),
+    ("    s = shared(f32, (64,))\n    V = subview(s, thread_id(0), (8,))\n", "loop variables and sizes only"),
 ])
 def test_bad_subviews_are_located_errors(body, words, tmp_path, ave):
     assert words in front_end_error(ave, tmp_path / "k.ave", ONE_WAVE + body)

@@ -113,10 +113,14 @@ class MemoryLowering:
         storage = self.env.get(e.args[0].id) if len(e.args) == 3 and isinstance(e.args[0], A.Name) else None  # type: ignore[attr-defined]
         if not isinstance(storage, SharedArray):
             raise CodegenError("subview(shared, offset, shape) views a shared array", e.span)
-        offset = self.const_arg(e.args[1])  # type: ignore[attr-defined]
         dims = e.args[2].elts if isinstance(e.args[2], A.Tuple) else (e.args[2],)
         shape = tuple(self.const_arg(d) for d in dims)  # type: ignore[attr-defined]
-        ptr = self.ab.gep(storage.ptr, [ir.Constant(I32, offset)], source_etype=storage_type(storage.dtype))  # type: ignore[attr-defined]
+        fixed = const_int(e.args[1], self.consts())  # type: ignore[attr-defined]
+        if fixed is not None:
+            offset, builder = ir.Constant(I32, fixed), self.ab  # type: ignore[attr-defined]
+        else:  # an offset that varies with a loop variable: moved where the view is declared
+            offset, builder = self.as_int(self.expr(e.args[1])), self.b  # type: ignore[attr-defined]
+        ptr = builder.gep(storage.ptr, [offset], source_etype=storage_type(storage.dtype))
         self.env[name] = SharedArray(name, ptr, storage.dtype, shape, None, int(np.prod(shape)))  # type: ignore[attr-defined]
 
     def _fill_loop(self, arr: LocalArray, raw: ir.Value, count: int) -> None:

@@ -71,6 +71,7 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.next_value = 0
         self.zero_values: set[int] = set()  # values known to be zero (`value_zero`)
         self.loop_stack: list[int] = []
+        self.loop_ranges: dict[str, tuple[int, int]] = {}  # loop:<header> -> (lo, hi) expressions
         self.guards: list[tuple[int, int]] = []
         self.branches: list[tuple[int, int]] = []  # the `if` statements around, with the arm (`in_branch`)
         self.data_guarded = 0  # depth of `if`s over data around the current statement (`data_guard`)
@@ -346,8 +347,10 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.facts.add("buffer_type", buf.id, buf.dtype)
         for d, extent in enumerate(buf.shape):
             self.facts.add("buffer_dim", buf.id, d, extent)
-        if buf.const_shape is not None and (buf.layout is None or is_bijective(buf.layout, prod(buf.const_shape))):
+        if buf.const_shape is not None and buf.base is None and (buf.layout is None or
+                                                                is_bijective(buf.layout, prod(buf.const_shape))):
             # in-bounds coordinates and addresses determine each other: Z3 may compare coordinates
+            # (not through a subview whose offset varies: equal coordinates in two iterations differ)
             self.facts.add("layout_bijective", buf.id)
 
     # ----------------------------------------------------------- statements

@@ -44,7 +44,7 @@ class ExpressionLowering:
                 raise self.err(f"index variable '{node.id}' is assigned in a branch, so its value after the "
                                f"`if` depends on the path taken (unsupported)", node)
             if isinstance(b.value, LoopLocal):
-                raise self.err(f"index name '{node.id}' depends on the loop variable '{b.value.loop_var}' of the loop "
+                raise self.err(f"{b.value.what} '{node.id}' depends on the loop variable '{b.value.loop_var}' of the loop "
                                f"at {b.value.loop}, so it has no value after that loop", node)
             return b.value
         ended = self.ended_loops.get(node.id)
@@ -203,6 +203,8 @@ class ExpressionLowering:
         return tuple(self.index(i) for i in indices)
 
     def _address(self, buf: Buffer, coords: tuple[int, ...]) -> int:
+        if buf.layout is not None and buf.base is not None:  # a subview at a varying offset
+            return self.t.op("add", buf.base, buf.layout.offset(self.t, coords))
         if buf.layout is not None:
             return buf.layout.offset(self.t, coords)
         addr = self.t.const(0)

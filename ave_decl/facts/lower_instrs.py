@@ -4,11 +4,13 @@ from __future__ import annotations
 from math import prod
 
 from ..hw.dtypes import DTYPE_BYTES, DTYPES
-from ..hw.expr import CONST_BOUND, substitute
+from ..hw.expr import CONST_BOUND, substitute, symbols
 from ..hw.instructions import LoadMatrix
 from ..hw.layout import Based, buffer_layout, row_major
 from ..hw.targets import TARGETS
 from ..lang import ast as A
+from .lower_stmts import symbol_words
+from .offset_range import interval
 from .values import Buffer, BVal, DVal, IVal, LayoutVal, const_size, describe
 
 
@@ -109,20 +111,43 @@ class InstructionLowering:
                            e.args[0])
         if storage.tagged:
             raise self.err(f"'{storage.name}' is tagged: tag its subviews instead of the storage they share", e.args[0])
-        offset = self.const_int(e.args[1], "subview offset")
         shape = self._const_shape(e.args[2], "subview")
-        if offset < 0 or offset + prod(shape) > prod(storage.const_shape):
-            raise self.err(f"the subview spans elements {offset} to {offset + prod(shape) - 1} of '{storage.name}', "
-                           f"which holds {prod(storage.const_shape)}", e)
+        offset, base = self._subview_offset(e.args[1], storage, prod(shape))
         buf = Buffer(name, name, "shared", storage.dtype, tuple(self.t.const(d) for d in shape), shape,
-                     Based(row_major(*shape), offset), s.span, storage=storage.id)
+                     Based(row_major(*shape), 0 if base is not None else offset), s.span, storage=storage.id,
+                     base=base)
         self._node("alloc", s.span)
         self._declare(buf)
         self.facts.add("alias", buf.id, storage.id, offset)
+        if base is not None:
+            self.facts.add("alias_moving", buf.id, base)
         storage.has_views = True
         if name in self.env:
             raise self.err(f"'{name}' is already defined", e)
         self.bind(name, buf, e)
+
+    def _subview_offset(self, e: A.Expr, storage: Buffer, size: int) -> tuple[int, int | None]:
+        """A subview's offset: a constant (offset, None), or an index expression of loop variables
+        and sizes, shown by interval arithmetic to keep the view inside its storage in every
+        iteration: (-1, the expression)."""
+        eid = self.index(e, "subview offset")
+        total = prod(storage.const_shape or ())
+        node = self.t.nodes[eid]
+        if node.op == "const":
+            if node.value < 0 or node.value + size > total:
+                raise self.err(f"the subview spans elements {node.value} to {node.value + size - 1} of "
+                               f"'{storage.name}', which holds {total}", e)
+            return node.value, None
+        other = {n for n in symbols(self.t, eid) if not n.startswith(("loop:", "size:"))}
+        if other:
+            raise self.err(f"a subview's offset may vary with loop variables and sizes only (one offset for every "
+                           f"thread); this one depends on {symbol_words(other)}", e)
+        lo, hi = interval(self.t, eid, self.loop_ranges)
+        if lo is None or hi is None or lo < 0 or hi + size > total:
+            found = f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
+            raise self.err(f"cannot show that the subview lies inside '{storage.name}' ({total} elements) in every "
+                           f"iteration: its offset lies in {found}, it needs [0, {total - size}]", e)
+        return -1, eid
 
     def _const_shape(self, shape_e: A.Expr, what: str) -> tuple[int, ...]:
         """A buffer's shape: constant, positive extents (one, or a tuple)."""

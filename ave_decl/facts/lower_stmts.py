@@ -48,7 +48,7 @@ def _increment(s: A.Stmt) -> tuple[str | None, A.Expr]:
     return None, s  # type: ignore[return-value]
 
 
-def _symbol_words(names: set[str]) -> str:
+def symbol_words(names: set[str]) -> str:
     """The source names of expression symbols (for messages)."""
     words = []
     for n in sorted(names):
@@ -97,6 +97,7 @@ class StatementLowering:
             raise self.err("range step must be a positive constant", it.args[2] if len(it.args) == 3 else it)
         header = self._node("for", s.span)
         var = self.t.sym(f"loop:{header}")
+        self.loop_ranges[f"loop:{header}"] = (lo, hi)
         self.loop_stack.append(header)
         self.scope_stack.append(self._new_scope())
         saved = self.env.get(s.var)
@@ -178,10 +179,13 @@ class StatementLowering:
         expressions that no loop iteration names (a KeyError in the Z3 encoding)."""
         var = f"loop:{header}"
         for name, b in list(self.env.items()):
-            if name == s.var or before.get(name) is b or not isinstance(b.value, (IVal, BVal)):
+            if name == s.var or before.get(name) is b:
                 continue
-            if var in symbols(self.t, b.value.eid):
-                self.env[name] = Binding(LoopLocal(name, s.var, s.span), b.scope)
+            eid = b.value.base if isinstance(b.value, Buffer) else b.value.eid if isinstance(b.value, (IVal, BVal)) \
+                else None  # a subview at an offset that varies with the loop has no storage after it
+            if eid is not None and var in symbols(self.t, eid):
+                what = "subview" if isinstance(b.value, Buffer) else "index name"
+                self.env[name] = Binding(LoopLocal(name, s.var, s.span, what), b.scope)
 
     def _new_scope(self) -> int:
         self.next_scope += 1
@@ -273,7 +277,7 @@ class StatementLowering:
                 other = {n for n in symbols(self.t, v.eid) if not n.startswith(("size:", "uf:"))}
                 if other:  # an assumption holds for the whole kernel (every query): sizes only
                     raise self.err(f"assume() constrains sizes only; this condition depends on "
-                                   f"{_symbol_words(other)}", a)
+                                   f"{symbol_words(other)}", a)
                 self.facts.add("assumption", v.eid)
         elif name == "tag":
             self._tag(e, s)
@@ -311,6 +315,9 @@ class StatementLowering:
                            f"{buf.rank}", lam)
         if buf.tagged:
             raise self.err(f"'{buf.name}' already has a tag binding (one binding per tensor)", e)
+        if buf.base is not None:
+            raise self.err(f"'{buf.name}' is a subview at an offset that varies: its region moves, so a tag (a claim "
+                           f"about one region for the whole kernel) cannot be bound to it yet", e)
         if buf.has_views:
             raise self.err(f"'{buf.name}' has subviews: tag the subviews instead of the storage they share", e)
         free = free_names(lam.body, set(lam.params))

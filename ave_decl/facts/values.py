@@ -46,6 +46,7 @@ class Buffer:
     # inside those loops (the loop headers), so the claim is checked in the store's own iteration
     tag_loops: frozenset[int] = frozenset()
     storage: str | None = None  # a subview: the id of the shared buffer whose storage it shares
+    base: int | None = None  # a subview at a varying offset: that offset (an expression; layout Based at 0)
     has_views: bool = False  # a shared buffer some subview shares
     stored: bool = False  # some statement other than its declaration has stored into it
     index_values: tuple[int, int, bool] | None = None  # an index tensor: (lo, hi, injective) of its values
@@ -91,6 +92,7 @@ class LoopLocal:
     name: str
     loop_var: str
     loop: Span
+    what: str = "index name"  # or "subview" (at an offset that varies with the loop)
 
 
 Val = Union[IVal, BVal, DVal, Buffer, LayoutVal, DType, Builtin, InstrVal, Conditional, LoopLocal]

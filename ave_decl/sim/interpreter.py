@@ -401,7 +401,8 @@ class Simulator(MemoryModel, ShadowChecks):
         shape = tuple(self._const(d) for d in (dims.elts if isinstance(dims, A.Tuple) else (dims,)))
         view = Buf(name, "shared", storage.dtype, shape, Based(row_major(*shape), self._const(e.args[1])),
                    storage.data, storage.tag, storage.arity, cosize=storage.size, storage=storage)
-        storage.views.append(view)
+        # a subview at an offset that varies is declared again in each iteration: one view per name
+        storage.views = [v for v in storage.views if v.name != name] + [view]
         self.env[name] = view
 
     def _alloc(self, name: str, e: A.Call) -> None:

@@ -1,0 +1,82 @@
+"""Subviews at offsets that vary with a loop variable (double-buffered pages of one allocation):
+races and provenance are decided on storage addresses per iteration, in the verifier, the
+simulator and the code generator; what cannot be shown to stay inside the storage is refused."""
+from __future__ import annotations
+
+import pytest
+from conftest import EXAMPLES, front_end_error
+
+import ave_decl
+from ave_decl.hw.expr import ExprTable
+from ave_decl.facts.offset_range import interval
+from ave_decl.lang import printer
+from ave_decl.lang.parser import parse_text
+from ave_decl.lang.source import SourceFile
+from ave_decl.report.model import Verdict
+from ave_decl.sim.run import simulate_source
+
+PAGES = EXAMPLES / "subviews" / "rotating_pages.ave"
+DECL = "P = subview(smem, (it // 128) % 2 * 128, (128,))"
+READ = "        C[it + 127 - t] = P[127 - t]\n"
+
+
+def _variant(old: str, new: str) -> str:
+    text = PAGES.read_text()
+    assert old in text, old
+    return text.replace(old, new)
+
+
+def test_rotating_pages_verify_simulate_and_run(ave):
+    m = parse_text(PAGES.read_text())
+    assert parse_text(printer.module(m)) == m
+    (k,) = ave_decl.check(PAGES).kernels
+    assert k.verdict == Verdict.VERIFIED, [f.message for f in k.findings if f.verdict != Verdict.VERIFIED]
+    assert any(f.invariant == "ave/shared-race" for f in k.findings)
+    ((_, r),) = simulate_source(SourceFile(str(PAGES), PAGES.read_text()), {"N": 384})
+    assert r.reference["ok"] and r.shadow_ok and not r.races
+    run = ave("run", PAGES, "--sizes", "N=384")
+    assert run.code == 0 and "0 of 384 elements differ" in run.out, run.out + run.err
+
+
+@pytest.mark.parametrize("old, new, invariants, race", [
+    # one page for every iteration: the next iteration's store overtakes a slower wave's read
+    (DECL, "P = subview(smem, 0, (128,))", {"ave/shared-race"}, "WAR"),
+    # no barrier between the store and the reversed read
+    ("        syncthreads()\n", "", {"ave/shared-race"}, "RAW"),
+    # reading the other page: the previous iteration's tile (and a race with its next store)
+    (READ, "        R = subview(smem, (it // 128 + 1) % 2 * 128, (128,))\n        C[it + 127 - t] = R[127 - t]\n",
+     {"ave/shared-race", "ave/epilogue-placement"}, "WAR"),
+], ids=["one_page", "no_barrier", "other_page"])
+def test_page_bugs_are_replayed_violations(old, new, invariants, race):
+    text = _variant(old, new)
+    (k,) = ave_decl.check(text, path="pages.ave", confirm=True).kernels
+    bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
+    assert {f.invariant for f in bad} == invariants, [f.message for f in bad]
+    assert all(f.replay["confirmed"] for f in bad), [f.replay for f in bad]
+    assert any(race in f.replay["detail"] for f in bad if f.invariant == "ave/shared-race")
+
+
+@pytest.mark.parametrize("old, new, words", [
+    (READ, READ + "    C[0] = P[0]\n", "subview 'P' depends on the loop variable 'it'"),
+    ("% 2 * 128, (128,)", "% 3 * 128, (128,)", "its offset lies in [0, 256], it needs [0, 128]"),
+    ("(it // 128) % 2 * 128, (128,)", "it, (128,)", "its offset lies in [0, inf]"),
+    ("(it // 128) % 2 * 128, (128,)", "t % 2 * 128, (128,)", "depends on thread_id(0)"),
+    ("        P[t] = A[it + t]\n", '        tag(P, lambda i: (i,), "A")\n        P[t] = A[it + t]\n',
+     "a subview at an offset that varies"),
+])
+def test_unprovable_or_escaping_moving_subviews_are_located_errors(old, new, words, tmp_path, ave):
+    path = tmp_path / "k.ave"
+    out = front_end_error(ave, path, _variant(old, new))
+    assert words in out.splitlines()[0], out
+
+
+def test_offset_ranges_by_interval_arithmetic():
+    t = ExprTable()
+    j = t.sym("loop:7")
+    loops = {"loop:7": (t.const(0), t.sym("size:N"))}
+    page = t.op("mul", t.op("mod", t.op("floordiv", j, t.const(32)), t.const(2)), t.const(4096))
+    assert interval(t, page, loops) == (0, 4096)
+    assert interval(t, t.op("add", page, t.const(8)), loops) == (8, 4104)
+    assert interval(t, t.op("mul", j, t.const(2)), loops) == (0, None)  # grows with N: unbounded
+    assert interval(t, t.op("mod", t.op("sub", j, t.const(1)), t.const(2)), loops) == (None, None)  # j - 1 < 0
+    assert interval(t, t.sym("tid:0"), loops) == (None, None)
