@@ -131,7 +131,7 @@ class Encoder:
         return s
 
     def proves(self, prepared: list[z3.BoolRef], timeout_ms: int,
-               seeds: tuple[int, ...] = budgets.QUICK_PROOF_SEEDS) -> bool:
+               seeds: tuple[int, ...] = budgets.QUICK_PROOF_SEEDS, rlimit: int = budgets.QUICK_PROOF_RLIMIT) -> bool:
         """Whether a few fresh solvers, each with a deterministic work budget and its own random
         seed, prove the prepared query unsatisfiable. Why: Z3's search on index algebra
         with div/mod varies a lot with its heuristic choices: gemm_mfma16's `write_once` at line
@@ -144,7 +144,7 @@ class Encoder:
         Most queries end here, so no solver holds them before (asserting a query's hundreds of
         formulas into a solver never checked cost a fifth of production attention's check)."""
         for seed in seeds:
-            attempt = self.solver(max(1, timeout_ms // 4), budgets.QUICK_PROOF_RLIMIT)
+            attempt = self.solver(max(1, timeout_ms // 4), rlimit)
             attempt.set("random_seed", seed)
             attempt.add(*prepared)
             result = attempt.check()
@@ -413,3 +413,15 @@ def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
     if op in cmp:
         return cmp[op](xs[0], xs[1])
     raise ValueError(f"no Z3 encoding for operator {op}")
+
+
+def connective(kind: str, formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.BoolRef:
+    """`and` / `or` of the formulas, made through the C API: z3py's And and Or check and coerce
+    every argument in Python, which cost more than solving a group of queries (solve.py)."""
+    if len(formulas) == 1:
+        return formulas[0]
+    if not formulas:
+        return z3.BoolVal(kind == "and", ctx)
+    args = (z3.Ast * len(formulas))(*(f.as_ast() for f in formulas))
+    make = z3.Z3_mk_and if kind == "and" else z3.Z3_mk_or
+    return z3.BoolRef(make(ctx.ref(), len(formulas), args), ctx)
