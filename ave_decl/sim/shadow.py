@@ -141,9 +141,8 @@ class ShadowChecks:
         at_s, bt_s = at.reshape(self.B, W, -1, LMAX), bt.reshape(self.B, W, -1, LMAX)
         aa_s, ba_s = aa.reshape(self.B, W, -1), ba.reshape(self.B, W, -1)
         a_ar, b_ar = aa_s[:, :, a_lin], ba_s[:, :, b_lin]  # (B,W,M,K), (B,W,K,N)
-        ka = np.take_along_axis(at_s, np.clip(aa_s - 1, 0, LMAX - 1)[..., None], -1)[..., 0][:, :, a_lin]
-        kb = np.take_along_axis(bt_s, np.clip(np.where(ba_s >= 2, ba_s - 2, 0), 0, LMAX - 1)[..., None],
-                                -1)[..., 0][:, :, b_lin]
+        ka = _component(at_s, np.clip(aa_s - 1, 0, LMAX - 1))[:, :, a_lin]
+        kb = _component(bt_s, np.clip(np.where(ba_s >= 2, ba_s - 2, 0), 0, LMAX - 1))[:, :, b_lin]
         # a product with a known-zero operand adds nothing: nothing to pair (docs/language.md, Zero tags)
         a_zero = is_zero(at_s, aa_s)[:, :, a_lin]  # (B,W,M,K)
         b_zero = is_zero(bt_s, ba_s)[:, :, b_lin]  # (B,W,K,N)
@@ -197,9 +196,16 @@ class ShadowChecks:
         arow, bcol = np.take(aa_s, a_src), np.take(ba_s, b_src)
         bval = np.take(bt_s.reshape(-1), b_src * LMAX + np.clip(bcol - 1, 0, LMAX - 1))  # B's last component
         res_ar = np.where((arow > 0) & (bcol > 0), arow, 0)
-        lmax_idx = np.arange(LMAX)
-        ct = rows * (lmax_idx < res_ar[..., None])  # A's row components, up to the result's arity
-        np.put_along_axis(ct, np.maximum(res_ar - 1, 0)[..., None], np.where(res_ar > 0, bval, 0)[..., None], -1)
+        r = int(res_ar.flat[0]) if res_ar.size else 0
+        if r > 0 and bool(np.all(res_ar == r)):  # one arity everywhere (the usual case): slices, no index arrays
+            ct = rows  # a fresh array (np.take)
+            ct[..., r:] = 0
+            ct[..., r - 1] = bval
+        else:
+            lmax_idx = np.arange(LMAX)
+            ct = rows * (lmax_idx < res_ar[..., None])  # A's row components, up to the result's arity
+            np.put_along_axis(ct, np.maximum(res_ar - 1, 0)[..., None], np.where(res_ar > 0, bval, 0)[..., None],
+                              -1)
         if zero is not None:
             ct[..., 0] = np.where(zero, ZERO_MARK, ct[..., 0])
         slot_tag = ct.reshape(self.B, self.T, -1, LMAX)
@@ -212,6 +218,15 @@ class ShadowChecks:
         everywhere = keep.all()
         out.tag = slot_tag if everywhere else np.where(keep[..., None], slot_tag, out.tag)  # type: ignore[arg-type]
         out.arity = slot_ar if everywhere else np.where(keep, slot_ar, out.arity)  # type: ignore[arg-type]
+
+
+def _component(tags: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """tags[..., pos] per element (tags (..., LMAX), pos (...)): one slice when pos is the same
+    everywhere (every operand of one arity), else a gather."""
+    p = int(pos.flat[0]) if pos.size else 0
+    if bool(np.all(pos == p)):
+        return tags[..., p]
+    return np.take_along_axis(tags, pos[..., None], -1)[..., 0]
 
 
 def _pairs_everywhere(ka: np.ndarray, kb: np.ndarray, a_ar: np.ndarray, b_ar: np.ndarray) -> bool:
