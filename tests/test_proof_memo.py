@@ -120,16 +120,41 @@ def test_a_warm_memo_gives_the_reports_of_a_cold_one(memo, monkeypatch):
     assert any(v == "VIOLATION" for case in warm for _i, v, _l, _m in case)
 
 
-def test_a_violation_is_never_remembered(memo):
+def test_a_violation_is_never_remembered_as_a_proof_and_its_model_is_reused_unchanged(memo, monkeypatch):
+    """A violated query is a miss of the proof memo every time; its canonical model is kept
+    (in memory) and given to the same query again, so the second report equals the first and
+    the report with the memo off."""
     path = EXAMPLES / "gemm_lds_mfma.ave"
     (bad,) = [m.text for m in mutants(path.read_text(), ["transpose_shared_read"])]
     first = check(bad, path=str(path), violation_sets=False)
     solved = [f for k in first.kernels for f in k.findings if f.verdict.name == "VIOLATION" and f.queries]
     assert solved  # violations the solver found (not structural ones)
+    assert memo._violations  # (two obligations may pose the same query up to renaming: one entry)
     misses = memo.misses
     again = check(bad, path=str(path), violation_sets=False)
     assert _findings(first) == _findings(again)
-    assert memo.misses - misses >= len(solved)  # each violating query was solved again, not looked up
+    assert memo.misses - misses >= len(solved)  # each violating query missed the proofs again
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")
+    assert _findings(check(bad, path=str(path), violation_sets=False)) == _findings(first)
+
+
+def test_a_remembered_model_is_used_only_if_it_satisfies_the_query():
+    from ave_decl.solver.canonical_model import free_constants, model_of_values, model_values
+
+    ctx = z3.Context()
+    x, y, b = z3.Int("x", ctx), z3.Int("y", ctx), z3.Bool("b", ctx)
+    query = [x + y == 5, x > 3, z3.Or(b, y < 0)]
+    solver = z3.Solver(ctx=ctx)
+    solver.add(query)
+    assert solver.check() == z3.sat
+    constants = free_constants(query)
+    values = model_values(solver.model(), constants)
+    assert [str(c) for c in constants] == ["x", "y", "b"] and values is not None
+    assert model_of_values(query, constants, values) is not None
+    wrong = (values[0] + 1, *values[1:])  # x + y == 5 fails
+    assert model_of_values(query, constants, wrong) is None
+    assert model_of_values(query, constants, values[:2]) is None  # another query's shape
+    assert model_of_values(query, constants, (values[0], values[1], 7)) is None  # an Int for a Bool
 
 
 def test_the_proof_cache_is_reused_by_a_later_process_and_reports_alike(ave, memo, tmp_path):

@@ -85,3 +85,34 @@ def canonical_model(solver: z3.Solver, sizes: list[z3.ArithRef], timeout_ms: int
     if not z3.is_true(model.eval(query, model_completion=True)):
         return None  # the mapped-back model must be one of the query itself
     return model
+
+
+def model_values(model: z3.ModelRef, constants: list[z3.ExprRef]) -> tuple[int | bool, ...] | None:
+    """The model's values of the constants, as Python values (None for a sort other than Int
+    and Bool: only those are remembered, proof_memo.ProofMemo.violation)."""
+    out: list[int | bool] = []
+    for c in constants:
+        v = model.eval(c, model_completion=True)
+        if z3.is_int_value(v):
+            out.append(v.as_long())
+        elif z3.is_true(v) or z3.is_false(v):
+            out.append(z3.is_true(v))
+        else:
+            return None
+    return tuple(out)
+
+
+def model_of_values(assertions: list[z3.BoolRef], constants: list[z3.ExprRef],
+                    values: tuple[int | bool, ...]) -> z3.ModelRef | None:
+    """A model giving the constants these values, if it satisfies every assertion (None
+    otherwise: a remembered model is used only when it is checked to be one of this query)."""
+    if len(values) != len(constants) or not assertions:
+        return None
+    ctx = assertions[0].ctx
+    model = z3.Model(ctx)
+    for c, v in zip(constants, values):
+        if isinstance(v, bool) != z3.is_bool(c):
+            return None
+        model.update_value(c.decl(), z3.BoolVal(v, ctx) if isinstance(v, bool) else z3.IntVal(v, ctx))
+    query = z3.And(assertions)
+    return model if z3.is_true(model.eval(query, model_completion=True)) else None

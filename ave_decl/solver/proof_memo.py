@@ -31,6 +31,7 @@ from ..lang.files import write_atomic
 from .divmod import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _unchecked
 
 CAPACITY = 200_000  # remembered proofs per process (16-byte keys): a few MB
+VIOLATION_CAPACITY = 4096  # remembered canonical models of violated queries per process (in memory only)
 _sort_kind = _unchecked(z3.Z3_get_sort_kind)
 _get_sort = _unchecked(z3.Z3_get_sort)
 _decl_name = _unchecked(z3.Z3_get_decl_name)
@@ -51,6 +52,27 @@ class ProofMemo:
         self.hits = 0
         self.misses = 0
         self._store: ProofFile | None = None
+        self._violations: OrderedDict[tuple[bytes, tuple[int, ...]], tuple[int | bool, ...]] = OrderedDict()
+
+    def violation(self, key: bytes | None, sizes: tuple[int, ...]) -> tuple[int | bool, ...] | None:
+        """The canonical model (values of the query's free constants in first-occurrence
+        order) of a violated query seen before, whose constants at positions `sizes` are the
+        kernel's sizes (the small-model search bounds those: they are part of what decided the
+        model). Why it may be reused: the canonical model is a function of the query's text up
+        to renaming (solver/canonical_model.py), which the key stands for."""
+        if key is None:
+            return None
+        found = self._violations.get((key, sizes))
+        if found is not None:
+            self._violations.move_to_end((key, sizes))
+        return found
+
+    def remember_violation(self, key: bytes | None, sizes: tuple[int, ...], values: tuple[int | bool, ...]) -> None:
+        if key is None:
+            return
+        self._violations[(key, sizes)] = values
+        while len(self._violations) > VIOLATION_CAPACITY:
+            self._violations.popitem(last=False)
 
     def attach(self, path: Path | None) -> None:
         """Read the proofs of `path` (a proof file, created if absent) and append new ones to it;
@@ -91,6 +113,7 @@ class ProofMemo:
     def clear(self) -> None:
         """Forget every proof and detach the proof file (as a new process starts)."""
         self._proved.clear()
+        self._violations.clear()
         self.hits = self.misses = 0
         self.attach(None)
 

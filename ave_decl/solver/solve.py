@@ -18,7 +18,7 @@ from . import budgets, proof_memo
 from .access_queries import BANKS, AccessQueries
 from .barrier_queries import PATH_RELATIONS, BarrierQueries, path_message
 from .budgets import SMALL_MODEL_RLIMIT
-from .canonical_model import canonical_model
+from .canonical_model import canonical_model, free_constants, model_of_values, model_values
 from .chains import Alt, Expander, Step, eval_map
 from .deferred import has_deferred, relaxed, strict
 from .hints import bounds_hint, fix_hint
@@ -158,12 +158,14 @@ class KernelSolver:
             if proof_memo.MEMO.proved(key):
                 continue
             prepared = self.enc.prepare(formulas)
-            solver = None if self.enc.proves(prepared, self.timeout_ms) else self.enc.solver_holding(prepared, self.timeout_ms)
-            result = z3.unsat if solver is None else solver.check()
+            model = self._known_violation(key, prepared)
+            solver = None if model is not None or self.enc.proves(prepared, self.timeout_ms) \
+                else self.enc.solver_holding(prepared, self.timeout_ms)
+            result = z3.sat if model is not None else z3.unsat if solver is None else solver.check()
             if result == z3.unsat:
                 proof_memo.MEMO.remember(key)
             if result == z3.sat:
-                model = self._small_model(solver)
+                model = model or self._small_model(solver, key)
                 cex = self._counterexample(model, q, relation)
                 cex.index_tables = self._index_tables(_Evaluator(model))
                 ms = (time.perf_counter() - started) * 1000
@@ -268,13 +270,34 @@ class KernelSolver:
             out.setdefault(name, set()).add((*(ev(a) for a in args), ev(app)))
         return {name: [list(e) for e in sorted(entries)] for name, entries in sorted(out.items())}
 
-    def _small_model(self, solver: z3.Solver) -> z3.ModelRef:
+    def _small_model(self, solver: z3.Solver, key: bytes | None) -> z3.ModelRef:
         """The counterexample's model, a function of the query alone (solver/canonical_model.py:
-        neither the proof memo, nor earlier queries, nor variable names change it); the solver's
-        own model if the canonical copy is not settled within the timeout."""
+        neither the proof memo, nor earlier queries, nor variable names change it), remembered
+        for the next query with this key; the solver's own model if the canonical copy is not
+        settled within the timeout (never remembered: it depends on the solver's history)."""
         sizes = list(self.enc.sizes.values())
         model = canonical_model(solver, sizes, self.timeout_ms, self._smallest)
-        return model if model is not None else self._smallest(solver, sizes)  # decided: never None
+        if model is None:
+            return self._smallest(solver, sizes)  # decided: never None
+        if key is not None:
+            constants = free_constants(list(solver.assertions()))
+            values = model_values(model, constants)
+            if values is not None:
+                proof_memo.MEMO.remember_violation(key, self._size_positions(constants), values)
+        return model
+
+    def _known_violation(self, key: bytes | None, prepared: list[z3.BoolRef]) -> z3.ModelRef | None:
+        """The canonical model an earlier query with this key was given (an agent's candidates
+        and an audit's variants repeat their violations), checked against this query."""
+        if key is None:
+            return None
+        constants = free_constants(prepared)
+        values = proof_memo.MEMO.violation(key, self._size_positions(constants))
+        return None if values is None else model_of_values(prepared, constants, values)
+
+    def _size_positions(self, constants: list[z3.ExprRef]) -> tuple[int, ...]:
+        sizes = {v.get_id() for v in self.enc.sizes.values()}
+        return tuple(i for i, c in enumerate(constants) if c.get_id() in sizes)
 
     def _smallest(self, solver: z3.Solver, sizes: list[z3.ArithRef], decided: bool = True) -> z3.ModelRef | None:
         """Prefer a counterexample at sizes that are quick to read and to replay: every size <= 64
