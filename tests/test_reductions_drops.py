@@ -64,6 +64,18 @@ def test_a_statistic_of_the_wrong_row_is_a_replayed_violation(old, new, line, wo
     assert any(f.invariant == "ave/row-statistics" and f.line == line and f.failed for f in r.failures)
 
 
+def test_a_broadcast_message_names_the_values_row_without_the_dropped_component():
+    """Scores are tagged (head, key, query) and the statistic dropped the key (drops=1): the row
+    the message gives for the value is (head, query), not the prefix (head, key)."""
+    text = EXAMPLE.read_text().replace(SCALE, "* 0.2550348616 - shuffle_xor(m_new, 1))")
+    (k,) = ave_decl.check(text, path="bad.ave", violation_sets=False).kernels
+    (f,) = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.location.line == 47]
+    value, stat = f.counterexample.lhs.tag, f.counterexample.rhs.tag
+    assert f.counterexample.instruction == {"dropped": 1}
+    row = (value[0], value[2])
+    assert f.message.endswith(f"(row {row})") and tuple(stat) != row, f.message
+
+
 def _tags(*rows: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     tag = np.zeros((len(rows), LMAX), ITYPE)
     for i, r in enumerate(rows):

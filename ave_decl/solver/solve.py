@@ -62,7 +62,7 @@ ACCESS_RELATIONS = {
     "async_exposed": "an async copy is waited for (and published by a barrier) before its data is read",
     "k_distinct": "each K tag is accumulated into an accumulator element at most once",
     "bank_conflicts": "the lanes of one access phase touch different words of one bank",
-    "broadcast": "a row statistic is combined with a value of its own row (tag prefix)",
+    "broadcast": "a row statistic is combined with a value of its own row (its tag without the reduced component)",
     "stat_eq": "two row statistics combined belong to the same row",
     "reduce_uniform": "a reduction (over lanes or register slots) combines elements of one row only",
     "barrier_match": "two threads of a block that take different arms of an `if` reach as many barriers inside it",
@@ -528,6 +528,8 @@ class KernelSolver:
                      "reduce_uniform": ("lane", "other lane of the group")}[relation]
             lhs = self._side(names[0], q.lhs, q.lhs_inst, ev, None, None)
             rhs = self._side(names[1], q.rhs, q.rhs_inst, ev, None, None)
+            if relation == "broadcast" and q.rhs.stat:
+                instr = {"dropped": q.rhs.dropped}  # which component of the value's tag the reduction dropped
         elif relation == "k_distinct":
             slot = ev(q.extras["slot"])
             instr = {"k_first": ev(q.extras["k1"]), "k_second": ev(q.extras["k2"])}
@@ -723,8 +725,9 @@ def _access_message(relation: str, c: Counterexample) -> str:
                "no syncthreads() after the copier's async_wait() on some path")
         return f"thread {t_l} loads {lhs.tag_name}{at}, copied asynchronously by thread {t_r}: {why}"
     if relation == "broadcast":
-        return (f"the statistic of row {tuple(rhs.tag)} is applied to a value tagged {tuple(lhs.tag)} (row "
-                f"{tuple(lhs.tag[:len(rhs.tag)])})")
+        dropped = c.instruction.get("dropped", -1)
+        row = (lhs.tag[:-1] if dropped < 0 else lhs.tag[:dropped] + lhs.tag[dropped + 1:])[:len(rhs.tag)]
+        return f"the statistic of row {tuple(rhs.tag)} is applied to a value tagged {tuple(lhs.tag)} (row {tuple(row)})"
     if relation == "stat_eq":
         return f"statistics of two different rows are combined: {tuple(lhs.tag)} and {tuple(rhs.tag)}"
     if relation == "reduce_uniform" and lhs.label == "slot":
