@@ -590,9 +590,11 @@ def run_cmd(file: str, target: str, arch: str | None, sizes_text: str, seed: int
         label = "ok" if r.ok else "no-ref" if r.ok is None else "MISMATCH"
         click.echo(f"{label:9} {r.kernel} on {r.target} at {at} (verifier: {r.verdict})")
         c = r.comparison
-        if c:
+        if c and "mismatched" in c:
             click.echo(f"  reference {c['output']}: max abs error {c['max_abs']:.3g}, relative {c['rel']:.3g} "
                        f"(tolerance {c['tol']:g}), {c['mismatched']} of {c['elements']} elements differ")
+        elif c:  # compare() could not compare (evaluate_reference refuses another shape first)
+            click.echo(f"  reference {c['output']}: {c.get('why', 'not comparable')}")
         click.echo(f"  compile {r.compile_s:.2f} s, run {r.run_s * 1e3:.1f} ms")
     sys.exit(1 if any(r.ok is False for r in runs) else 0)
 

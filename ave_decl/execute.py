@@ -212,7 +212,7 @@ def run_source(src: SourceFile, target: str, sizes: dict[str, int], kernel: str 
         run = KernelRun(k.name, target, {n: sizes[n] for n in compiled.signature.sizes}, None,
                         compile_s=compile_s, run_s=run_s, verdict=verdicts[k.name].verdict)
         if ref is not None:
-            expected = evaluate_reference(ref, inputs, run.sizes)
+            expected = evaluate_reference(ref, inputs, run.sizes, outputs[ref.output].shape)
             run.comparison = compare(outputs[ref.output], expected, ref.tolerance)
             run.comparison["output"] = ref.output
             run.ok = bool(run.comparison["ok"])

@@ -340,3 +340,26 @@ def test_the_tolerance_bounds_the_comparison():
     loose = rounded.replace('reference="C = A @ B"', 'reference="C = A @ B", tolerance=0.01')
     met = simulate_source(SourceFile("k.ave", loose), sizes, shadow=False)[0][1].reference
     assert met["ok"] and met["tol"] == 0.01 and met["rel"] == strict["rel"], met
+
+
+# ------------------------------------------------------------ a reference of the wrong shape
+def test_a_reference_of_the_wrong_shape_is_a_located_error_in_run_and_simulate(ave, tmp_path):
+    """`sum(A @ B, axis=0)` is a vector where C is a matrix: the reference is at fault, so `ave run`
+    and `ave simulate` say so at the expression (exit 3; `run` once died on a KeyError, exit 70),
+    and `check --confirm` still replays a violation (a replay compares no reference)."""
+    text = NAIVE.replace('reference="C = A @ B"', 'reference="C = sum(A @ B, axis=0)"')
+    path = tmp_path / "wrong_shape.ave"
+    path.write_text(text)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "reference=" in t)
+    col = text.splitlines()[line - 1].index("sum(") + 1
+    want = (f"{path}:{line}:{col}: error: reference: the expression has shape (16,), but C has shape (16, 16) "
+            "at these sizes")
+    for command in (("run",), ("run", "--json"), ("simulate",), ("simulate", "--json")):
+        r = ave(*command, path, "--sizes", "M=16,N=16,K=8")
+        assert r.code == ExitCode.FRONT_END, (command, r.out, r.err)
+        assert (r.out + r.err).startswith(want) and "Traceback" not in r.out + r.err, (command, r.out, r.err)
+    violating = tmp_path / "wrong_shape_violation.ave"
+    violating.write_text(text.replace("ta[1] == tb[0]", "ta[0] == tb[1]"))
+    confirmed = ave("check", "--confirm", violating)
+    assert confirmed.code == ExitCode.VIOLATION, confirmed.out
+    assert "confirmed by replay" in confirmed.out and "NOT confirmed" not in confirmed.out, confirmed.out

@@ -135,13 +135,20 @@ class _Evaluator:
         raise SimulationError(f"reference: unknown function {f}", n.span)
 
 
-def evaluate_reference(ref: R.Reference, inputs: dict[str, np.ndarray], sizes: dict[str, int]) -> np.ndarray:
+def evaluate_reference(ref: R.Reference, inputs: dict[str, np.ndarray], sizes: dict[str, int],
+                       shape: tuple[int, ...] | None = None) -> np.ndarray:
     """The reference expression over the input tensors (in float64) and the sizes.
 
     Overflow, division by zero and invalid values give inf/nan as in numpy (the comparison then
-    reports the difference); they are not warnings on stderr."""
+    reports the difference); they are not warnings on stderr. With `shape` (the output tensor's),
+    a result of another shape is the reference's fault, not the kernel's: a located error (exit 3)
+    like any expression that cannot be evaluated at these sizes."""
     with np.errstate(all="ignore"):
-        return np.asarray(_Evaluator(inputs, sizes).value(ref.expr), dtype=np.float64)
+        value = np.asarray(_Evaluator(inputs, sizes).value(ref.expr), dtype=np.float64)
+    if shape is not None and value.shape != tuple(shape):
+        raise SimulationError(f"reference: the expression has shape {value.shape}, but {ref.output} has shape "
+                              f"{tuple(shape)} at these sizes", ref.expr.span)
+    return value
 
 
 def compare(out: np.ndarray, ref: np.ndarray, tol: float = 1e-3) -> dict:
