@@ -210,3 +210,22 @@ def test_vector_accesses_of_a_swizzled_buffer_verify_and_avoid_bank_conflicts():
 ])
 def test_bad_packed_constructs_are_located_errors(body, words, tmp_path, ave):
     assert words in front_end_error(ave, tmp_path / "k.ave", HEAD + body)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "solver/smt.py Encoder.bits_of caches a term's bits by term id only: `r % 64` decomposed at width 6 "
+    "is asked for width 7 in a kill instantiation of `c ^ (r % 64)`, and _bitwise indexes past the list "
+    "(IndexError, which solve.discharge reports as a rule error, exit 4). Remove this mark when fixed."))
+def test_a_swizzle_on_the_stores_only_of_the_packed_gemm_is_a_violation_not_an_error():
+    """catalogue.xor_swizzle_writes_only swizzles As and Bt where they are stored but not where the
+    MFMA operands are read back: the operands' K tags no longer pair, which the verifier must
+    report (and the simulator replay), not fail on."""
+    from ave_decl.transform.catalogue import xor_swizzle_writes_only
+
+    mutant = printer.module(xor_swizzle_writes_only(parse_text(GEMM.read_text())))
+    report = ave_decl.check(mutant, path="k.ave", confirm=True)
+    assert not report.errors, [e.message for e in report.errors]
+    (k,) = report.kernels
+    bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
+    assert k.verdict == Verdict.VIOLATION and "ave/tag-assert" in {f.invariant for f in bad}
+    assert all(f.replay["confirmed"] for f in bad), [(f.invariant, f.replay) for f in bad]
