@@ -37,7 +37,8 @@ class Model:
                                    "iterations": dict(iters)}
 
     def access(self, size: int, kind: str, bs, ts, addrs, line: int, iters: dict) -> None:
-        lanes = [(int(b), int(t), int(a), int(b) * size + int(a), int(self.group_of[t])) for b, t, a in zip(bs, ts, addrs)]
+        lanes = [(int(b), int(t), int(a), int(b) * size + int(a), int(self.group_of[t]))
+                 for b, t, a in zip(bs, ts, addrs)]
         now = self.epoch
         if kind == "load":
             raw = [(self.store[c][2], b, t, a, self.store[c][1]) for b, t, a, c, g in lanes

@@ -211,7 +211,8 @@ class ShadowChecks:
         slot_tag = ct.reshape(self.B, self.T, -1, LMAX)
         slot_ar = res_ar.reshape(self.B, self.T, -1)
         # no product contributes (a K tail): the sum is the accumulator's, and keeps its tag
-        keeps_acc = None if zero is None else zero.reshape(self.B, self.T, -1) & (c.arity != 0)  # type: ignore[operator]
+        keeps_acc = None if zero is None else \
+            zero.reshape(self.B, self.T, -1) & (c.arity != 0)  # type: ignore[operator]
         if keeps_acc is not None and keeps_acc.any():
             slot_tag = np.where(keeps_acc[..., None], c.tag, slot_tag)  # type: ignore[arg-type]
             slot_ar = np.where(keeps_acc, c.arity, slot_ar)  # type: ignore[arg-type]
