@@ -1,11 +1,12 @@
 """A reduction's statistic drops the tag component it reduces over (`drops=`), not only the last:
 the S^T flash-attention form, whose scores are tagged (head, key, query) and reduced over the key,
-verifies, simulates to its reference, and its bugs are violations the simulator replays."""
+verifies, simulates to its reference, and its bugs are violations the simulator replays. A butterfly
+step states its component on its shuffle: `fmax(x, shuffle_xor(x, m, drops=k))`."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES
+from conftest import DATA, EXAMPLES
 
 import ave_decl
 from ave_decl.lang import printer
@@ -96,3 +97,48 @@ def test_the_shadow_statistic_remembers_the_component_it_dropped():
     assert not matches_row(last, last_ar, by_key[:1], by_key_ar[:1])[0]  # same row, other component
     again, again_ar = reduce_rows(by_key, by_key_ar, -1)  # a statistic reduced again stays itself
     assert (again == by_key).all() and (again_ar == by_key_ar).all()
+
+
+BUTTERFLY = DATA / "lanes" / "butterfly_drops.ave"
+STEP = "fmax(x, shuffle_xor(x, 32, drops=0))"
+
+
+def test_a_butterfly_step_drops_the_component_its_shuffle_names(ave):
+    """Lanes l and l ^ 32 hold keys 0 and 1 of one query, tagged (key, query): the step reduces over
+    component 0, which `shuffle_xor(x, 32, drops=0)` states; check, simulate and run agree."""
+    assert STEP in BUTTERFLY.read_text()
+    assert ave("check", BUTTERFLY).code == 0
+    r = ave("simulate", BUTTERFLY)
+    assert r.code == 0 and "every shadow check passed" in r.out, r.out
+    assert ave("run", BUTTERFLY).code == 0
+    m = parse_text(BUTTERFLY.read_text())
+    assert parse_text(printer.module(m)) == m
+    for same in ("x + shuffle_xor(x, 32, drops=0)", "fmin(shuffle_xor(x, 32, drops=0), x)"):
+        (k,) = ave_decl.check(BUTTERFLY.read_text().replace(STEP, same), path="k.ave").kernels
+        assert k.verdict == Verdict.VERIFIED, (same, [f.message for f in k.findings if f.verdict != Verdict.VERIFIED])
+
+
+@pytest.mark.parametrize("step", ["fmax(x, shuffle_xor(x, 32))", "fmax(x, shuffle_xor(x, 32, drops=1))"])
+def test_a_butterfly_step_dropping_the_wrong_component_is_a_replayed_violation(step):
+    """Without drops= (the last component, the query) or with drops=1 the two lanes' rows differ."""
+    (k,) = ave_decl.check(BUTTERFLY.read_text().replace(STEP, step), path="bad.ave", confirm=True).kernels
+    bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
+    first = min(bad, key=lambda f: f.location.line)
+    assert first.invariant == "ave/row-statistics" and first.location.line == 11, first.message
+    assert first.message.startswith("the reduction mixes rows: lane ") and first.replay["confirmed"], first.replay
+
+
+@pytest.mark.parametrize("step, words", [
+    ("fmax(x, shuffle_xor(x, 32, foo=0))", "shuffle_xor() has no keyword 'foo' (it takes drops=)"),
+    ("fmax(x, shuffle_xor(x, 32, drops=9))", "shuffle_xor(): drops=9 names no tag component"),
+    ("fmax(x, shuffle_xor(x + 1.0, 32, drops=0))", "only as the partner in fmax(x, shuffle_xor(x, m, drops=k))"),
+    ("shuffle_xor(x, 32, drops=0)", "only as the partner in fmax(x, shuffle_xor(x, m, drops=k))"),
+    # keywords no construct reads were once ignored: `fmax(..., drops=0)` verified as if unsaid
+    ("fmax(x, shuffle_xor(x, 32), drops=0)", "fmax() takes no keyword arguments (a butterfly step says drops= on its"),
+    ("exp2(shuffle(x, 3, drops=0))", "shuffle() takes no keyword arguments"),
+])
+def test_a_misplaced_or_unknown_keyword_is_a_located_error(ave, tmp_path, step, words):
+    from conftest import front_end_error
+
+    out = front_end_error(ave, tmp_path / "k.ave", BUTTERFLY.read_text().replace(STEP, step))
+    assert "k.ave:11:" in out and words in out, out

@@ -70,6 +70,7 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.next_access = 0
         self.next_value = 0
         self.zero_values: set[int] = set()  # values known to be zero (`value_zero`)
+        self.butterfly_partners: set[int] = set()  # ids of the shuffle_xor nodes of butterfly steps
         self.loop_stack: list[int] = []
         self.loop_ranges: dict[str, tuple[int, int]] = {}  # loop:<header> -> (lo, hi) expressions
         self.guards: list[tuple[int, int]] = []

@@ -150,6 +150,7 @@ class ExpressionLowering:
         raise self.err(f"operator cannot be applied to {describe(v)}", e)
 
     def _binop(self, e: A.BinOp) -> Val:
+        self._note_butterfly(e.op, (e.left, e.right))
         left, right = self.eval(e.left), self.eval(e.right)
         if e.op == "@":
             return LayoutVal(self._compose(left, right, e))
@@ -248,6 +249,8 @@ class ExpressionLowering:
         if name in SLOT_REDUCTIONS:
             return self._slot_reduce(e, name)
         if name in ELEMENTWISE:
+            self._no_keywords(e, name)
+            self._note_butterfly(name, e.args)
             args = [self.eval(a) for a in e.args if not (name == "cast" and isinstance(a, A.Name) and a.id in DTYPES)]
             if name == "cast":
                 self._arity(e, 2, 2)
@@ -391,6 +394,7 @@ class ExpressionLowering:
         g = self.launch.group_size
         tid = self._linear_thread()
         first = self.t.op("sub", tid, self.t.op("mod", tid, self.t.const(g)))  # lane 0 of this group
+        self._exchange_keywords(e, name)
         if name == "shuffle_xor":
             mask = self.const_int(e.args[1], "shuffle_xor mask")
             width = self.const_int(e.args[2], "shuffle_xor width") if len(e.args) == 3 else g
@@ -425,11 +429,38 @@ class ExpressionLowering:
         self._butterfly(e.func_name or "", e.args, vid, vids)
         return DVal(vid, dtype)
 
+    def _exchange_keywords(self, e: A.Call, name: str) -> None:
+        """Only the shuffle_xor of a butterfly step takes a keyword: `drops=`, checked here and
+        recorded by `_butterfly` (docs/language.md, "Butterfly reductions")."""
+        if name != "shuffle_xor":
+            self._no_keywords(e, name)
+            return
+        self._drops(e, name, ())
+        if e.kwarg("drops") is not None and id(e) not in self.butterfly_partners:
+            raise self.err("shuffle_xor(..., drops=k) names the tag component a butterfly step reduces over: "
+                           "only as the partner in fmax(x, shuffle_xor(x, m, drops=k)) (fmin, +)", e.kwarg("drops"))
+
+    def _no_keywords(self, e: A.Call, name: str) -> None:
+        """A keyword where none is read would be silently ignored (`fmax(..., drops=1)`): refuse it."""
+        if e.kwargs:
+            hint = " (a butterfly step says drops= on its shuffle_xor)" if name in ("fmax", "fmin") else ""
+            raise self.err(f"{name}() takes no keyword arguments{hint}", e.kwargs[0])
+
+    def _note_butterfly(self, op: str, nodes: tuple) -> None:
+        """Before a step's operands are lowered: its shuffle_xor may say `drops=` (nowhere else)."""
+        pos = butterfly_operand(op, tuple(nodes))
+        if pos is not None:
+            self.butterfly_partners.add(id(nodes[1 - pos]))
+
     def _butterfly(self, op: str, nodes: tuple, vid: int, args: list[int]) -> None:
-        """`butterfly(v, own, partner)` for a butterfly step (lang.resolve.butterfly_operand)."""
+        """`butterfly(v, own, partner)` for a butterfly step (lang.resolve.butterfly_operand), and
+        `reduce_drops` when its shuffle_xor names the component the step reduces over."""
         pos = butterfly_operand(op, tuple(nodes))
         if pos is not None and len(args) == 2:
             self.facts.add("butterfly", vid, args[pos], args[1 - pos])
+            shuffle = nodes[1 - pos]
+            if shuffle.kwarg("drops") is not None:
+                self.facts.add("reduce_drops", vid, self._drops(shuffle, "shuffle_xor", ()))
 
     def _nested(self, e: A.Expr):
         if isinstance(e, A.Tuple):

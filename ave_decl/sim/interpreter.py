@@ -588,8 +588,9 @@ class Simulator(MemoryModel, ShadowChecks):
         full = own.arity > 0
         if not bool(np.any(full)):
             return out  # statistics: combined (and checked) as any two statistics
-        row, row_ar = reduce_rows(own.tag, own.arity, -1)
-        prow, prow_ar = reduce_rows(partner.tag, partner.arity, -1)
+        drops = self._drops(nodes[1 - pos])  # shuffle_xor(x, m, drops=k): the component reduced over
+        row, row_ar = reduce_rows(own.tag, own.arity, drops)
+        prow, prow_ar = reduce_rows(partner.tag, partner.arity, drops)
         if self.shadow and self.current is not None:
             holds = ~full | ((prow_ar == row_ar) & np.all(prow == row, axis=-1))
             self._record("ave/row-statistics", self.current, holds[..., None], row[:, :, None], row_ar[..., None],

@@ -308,7 +308,8 @@ class AccessQueries:
             partner = self.expander.butterfly[reduced][1]
             first = self.enc.new_instance(site, "l1")
             second = self.expander.other_thread(first, self.expander.lane_source[partner])
-            return self._same_rows(arg, first, second, list(first.constraints))
+            return self._same_rows(arg, first, second, list(first.constraints),
+                                   drops=self.expander.drops.get(reduced, -1))
         width = self.expander.lane_reduce[reduced]
         first = self.enc.new_instance(site, "l1")
         second = self.enc.new_instance(site, "l2", share_block=first, loops={

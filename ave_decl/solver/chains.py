@@ -198,7 +198,7 @@ class Expander:
         """The tag of the one full operand; without one, the first tagged statistic on this path
         (ave/row-statistics checks that the others agree with it); two full operands: Top."""
         if vid in self.butterfly and self.butterfly[vid][0] in self.full:  # a row statistic of `own`
-            return [row_of(a, -1) for a in self.value(self.butterfly[vid][0], inst, seen)]
+            return [row_of(a, self.drops.get(vid, -1)) for a in self.value(self.butterfly[vid][0], inst, seen)]
         rooted = [a for a in self.view.value_args.get(vid, []) if a in self.has_root]
         full = [a for a in rooted if a in self.full]
         if len(full) > 1 or not rooted:
