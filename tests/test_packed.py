@@ -212,10 +212,6 @@ def test_bad_packed_constructs_are_located_errors(body, words, tmp_path, ave):
     assert words in front_end_error(ave, tmp_path / "k.ave", HEAD + body)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "solver/smt.py Encoder.bits_of caches a term's bits by term id only: `r % 64` decomposed at width 6 "
-    "is asked for width 7 in a kill instantiation of `c ^ (r % 64)`, and _bitwise indexes past the list "
-    "(IndexError, which solve.discharge reports as a rule error, exit 4). Remove this mark when fixed."))
 def test_a_swizzle_on_the_stores_only_of_the_packed_gemm_is_a_violation_not_an_error():
     """catalogue.xor_swizzle_writes_only swizzles As and Bt where they are stored but not where the
     MFMA operands are read back: the operands' K tags no longer pair, which the verifier must

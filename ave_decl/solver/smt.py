@@ -203,13 +203,16 @@ class Encoder:
         self.side, self._bits = list(snapshot[0]), dict(snapshot[1])
 
     def bits_of(self, term: z3.ArithRef, width: int) -> list[z3.BoolRef]:
-        """Boolean bits of a term known to lie in [0, 2^width): term == sum(bit_i * 2^i)."""
+        """Boolean bits of a term known to lie in [0, 2^width): term == sum(bit_i * 2^i). A term
+        decomposed before into fewer bits (XORed with a narrower partner then) gets its higher
+        bits as False: that decomposition already states the term is below 2^(its width)."""
         key = term.get_id()
         if key not in self._bits:
             bits = [z3.Bool(self.fresh("bit"), self.ctx) for _ in range(width)]
             self.side.append(term == z3.Sum([z3.If(b, 2 ** i, 0) for i, b in enumerate(bits)]))
             self._bits[key] = bits
-        return self._bits[key]
+        bits = self._bits[key]
+        return bits if len(bits) >= width else bits + [z3.BoolVal(False, self.ctx)] * (width - len(bits))
 
     def _bitwise(self, op: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef | None:
         """`^ & |` on small non-negative operands as Boolean bits (much faster than Int2BV)."""
