@@ -61,6 +61,7 @@ class Encoder:
         self._base: list[z3.BoolRef] | None = None
         self._digester: FormulaDigester | None = None  # proof_memo keys of this kernel's queries
         self.use_proof_memo = proof_memo_enabled()  # read once per kernel (AVE_PROOF_MEMO)
+        self._numerals: dict[int, z3.ArithRef] = {}
 
     def normaliser(self) -> DivModSimplifier:
         """The kernel's div/mod simplifier: queries share instances, chains and base
@@ -92,7 +93,11 @@ class Encoder:
         return z3.Int(name, self.ctx)
 
     def int_val(self, value: int) -> z3.ArithRef:
-        return z3.IntVal(value, self.ctx)
+        """A numeral, made once per kernel (z3py's IntVal goes through a string each time)."""
+        made = self._numerals.get(value)
+        if made is None:
+            made = self._numerals[value] = z3.IntVal(value, self.ctx)
+        return made
 
     def bool_val(self, value: bool) -> z3.BoolRef:
         return z3.BoolVal(value, self.ctx)
@@ -233,7 +238,7 @@ class Encoder:
             return memo[eid]
         n = self.nodes[eid]
         if n.op == "const":
-            r: z3.ExprRef = z3.IntVal(n.value, self.ctx)
+            r: z3.ExprRef = self.int_val(n.value)
         elif n.op == "uf":
             r = self._uf(n.name, [as_int(self._term(a, env, memo)) for a in n.args])
         elif n.op == "sym":
@@ -373,6 +378,26 @@ def _int(b: z3.BitVecRef) -> z3.ArithRef:
     return z3.BV2Int(b, is_signed=True)
 
 
+_NARY = {"add": z3.Z3_mk_add, "sub": z3.Z3_mk_sub, "mul": z3.Z3_mk_mul}
+_BINARY = {"floordiv": z3.Z3_mk_div, "mod": z3.Z3_mk_mod, "eq": z3.Z3_mk_eq, "lt": z3.Z3_mk_lt,
+           "le": z3.Z3_mk_le, "gt": z3.Z3_mk_gt, "ge": z3.Z3_mk_ge}
+_INT_BINARY = {*_NARY, *_BINARY, "ne"}
+
+
+def _int_binary(op: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.ExprRef:
+    """The term z3py's operator makes for two Int operands (the same C call, so the same
+    hash-consed term), without its Python-side coercion of the operands: a tenth of a check's
+    time went to `_coerce_exprs` on kernels whose terms are all Int."""
+    ctx = a.ctx
+    if op in _NARY or op == "ne":
+        pair = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        if op == "ne":
+            return z3.BoolRef(z3.Z3_mk_distinct(ctx.ref(), 2, pair), ctx)
+        return z3.ArithRef(_NARY[op](ctx.ref(), 2, pair), ctx)
+    made = _BINARY[op](ctx.ref(), a.as_ast(), b.as_ast())
+    return z3.ArithRef(made, ctx) if op in ("floordiv", "mod") else z3.BoolRef(made, ctx)
+
+
 def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
     if op in ("land", "lor"):
         a, b = as_bool(args[0]), as_bool(args[1])
@@ -380,6 +405,8 @@ def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
     if op == "lnot":
         return z3.Not(as_bool(args[0]))
     xs = [as_int(a) for a in args]
+    if len(xs) == 2 and op in _INT_BINARY and xs[0].is_int() and xs[1].is_int():
+        return _int_binary(op, xs[0], xs[1])
     if op == "add":
         return xs[0] + xs[1]
     if op == "sub":
