@@ -16,7 +16,7 @@ import z3
 from ..facts.view import KernelView
 from . import budgets
 from .divmod import DivModSimplifier
-from .proof_memo import FormulaDigester
+from .proof_memo import FormulaDigester, _get_sort, _sort_kind
 from .proof_memo import enabled as proof_memo_enabled
 
 BV_WIDTH = 32
@@ -384,6 +384,12 @@ _BINARY = {"floordiv": z3.Z3_mk_div, "mod": z3.Z3_mk_mod, "eq": z3.Z3_mk_eq, "lt
 _INT_BINARY = {*_NARY, *_BINARY, "ne"}
 
 
+def _is_int(x: z3.ExprRef) -> bool:
+    """x has sort Int (z3py's `is_int` wraps the sort in a Python object first)."""
+    c = x.ctx.ref()
+    return _sort_kind(c, _get_sort(c, x.as_ast())) == z3.Z3_INT_SORT
+
+
 def _int_binary(op: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.ExprRef:
     """The term z3py's operator makes for two Int operands (the same C call, so the same
     hash-consed term), without its Python-side coercion of the operands: a tenth of a check's
@@ -405,7 +411,7 @@ def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
     if op == "lnot":
         return z3.Not(as_bool(args[0]))
     xs = [as_int(a) for a in args]
-    if len(xs) == 2 and op in _INT_BINARY and xs[0].is_int() and xs[1].is_int():
+    if len(xs) == 2 and op in _INT_BINARY and _is_int(xs[0]) and _is_int(xs[1]):
         return _int_binary(op, xs[0], xs[1])
     if op == "add":
         return xs[0] + xs[1]
