@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import z3
 
-from .divmod import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _wrap
+from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _wrap
 
 Smallest = Callable[[z3.Solver, list[z3.ArithRef], bool], z3.ModelRef | None]  # solve.KernelSolver._smallest
 

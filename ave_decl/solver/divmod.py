@@ -22,30 +22,10 @@ from __future__ import annotations
 
 import z3
 
+from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _wrap, int_binary, int_sum
+
 Interval = tuple[int, int]
 Linear = tuple[dict[int, tuple[z3.ArithRef, int]], int]  # atom id -> (atom, coefficient), constant
-
-
-def _unchecked(api):
-    """The ctypes function behind a z3core wrapper, without the error-code check the wrapper does
-    after every call (a third of the rewrite's time): these getters cannot fail on a live term."""
-    try:
-        return api.__defaults__[-1].f
-    except (AttributeError, IndexError, TypeError):  # another z3 packaging: keep the checked call
-        return api
-
-
-_ast_id = _unchecked(z3.Z3_get_ast_id)
-_ast_kind = _unchecked(z3.Z3_get_ast_kind)
-_num_args = _unchecked(z3.Z3_get_app_num_args)
-_arg = _unchecked(z3.Z3_get_app_arg)
-_app_decl = _unchecked(z3.Z3_get_app_decl)
-_decl_kind = _unchecked(z3.Z3_get_decl_kind)
-
-
-def _wrap(a: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
-    """The Python reference of a raw term (it takes a Z3 reference count), typed by its sort."""
-    return z3.z3._to_expr_ref(a, ctx)
 
 
 class DivModSimplifier:
@@ -66,6 +46,7 @@ class DivModSimplifier:
         self._linears: dict[int, tuple[z3.ExprRef, Linear]] = {}
         self._frames: list[dict[int, z3.ArithRef]] = [{}]  # ranged variables used, per open rewrite
         self._bounds: dict[int, list[z3.BoolRef]] = {}
+        self._numerals: dict[int, z3.ArithRef] = {}
 
     @property
     def used(self) -> dict[int, z3.ArithRef]:
@@ -176,7 +157,7 @@ class DivModSimplifier:
                 return r
             if z3.is_int_value(r):
                 return self._build(big, quotient + r.as_long())
-            return self._build(big, quotient) + r
+            return int_binary("add", self._build(big, quotient), r)
         # the remainder stays inside one multiple of c
         iv = self._interval_linear(rest, const)
         if iv is not None and iv[0] // c == iv[1] // c:
@@ -193,9 +174,10 @@ class DivModSimplifier:
                 s = self._build(aligned, 0)
                 if is_div:
                     return self._divmod(True, s, c // g)
-                return self._divmod(False, s, c // g) * g + self._build(small, const)
+                scaled = int_binary("mul", self._divmod(False, s, c // g), self._int(g))
+                return int_binary("add", scaled, self._build(small, const))
         rebuilt = self._build(rest, const)
-        return rebuilt / c if is_div else rebuilt % c
+        return int_binary("floordiv" if is_div else "mod", rebuilt, self._int(c))
 
     # --------------------------------------------------------------- linear forms
     def _linear(self, t: z3.ArithRef) -> Linear:
@@ -235,13 +217,16 @@ class DivModSimplifier:
         return {t.get_id(): (t, 1)}, 0
 
     def _build(self, terms: dict[int, tuple[z3.ArithRef, int]], const: int) -> z3.ArithRef:
-        parts = [atom if a == 1 else atom * a for atom, a in terms.values()]
+        parts = [atom if a == 1 else int_binary("mul", atom, self._int(a)) for atom, a in terms.values()]
         if const or not parts:
             parts.append(self._int(const))
-        return parts[0] if len(parts) == 1 else z3.Sum(parts)
+        return int_sum(parts)
 
     def _int(self, v: int) -> z3.ArithRef:
-        return z3.IntVal(v, self.ctx)
+        made = self._numerals.get(v)
+        if made is None:
+            made = self._numerals[v] = z3.IntVal(v, self.ctx)
+        return made
 
     # --------------------------------------------------------------- intervals
     def _interval_linear(self, terms: dict[int, tuple[z3.ArithRef, int]], const: int) -> Interval | None:

@@ -28,12 +28,10 @@ import z3
 
 from ..lang.errors import UsageError
 from ..lang.files import write_atomic
-from .divmod import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _unchecked
+from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _get_sort, _num_args, _sort_kind, _unchecked
 
 CAPACITY = 200_000  # remembered proofs per process (16-byte keys): a few MB
 VIOLATION_CAPACITY = 4096  # remembered canonical models of violated queries per process (in memory only)
-_sort_kind = _unchecked(z3.Z3_get_sort_kind)
-_get_sort = _unchecked(z3.Z3_get_sort)
 _decl_name = _unchecked(z3.Z3_get_decl_name)
 _symbol_string = _unchecked(z3.Z3_get_symbol_string)
 

@@ -16,7 +16,8 @@ import z3
 from ..facts.view import KernelView
 from . import budgets
 from .divmod import DivModSimplifier
-from .proof_memo import FormulaDigester, _get_sort, _sort_kind
+from .raw_terms import INT_BINARY, int_binary, is_int_term
+from .proof_memo import FormulaDigester
 from .proof_memo import enabled as proof_memo_enabled
 
 BV_WIDTH = 32
@@ -378,32 +379,6 @@ def _int(b: z3.BitVecRef) -> z3.ArithRef:
     return z3.BV2Int(b, is_signed=True)
 
 
-_NARY = {"add": z3.Z3_mk_add, "sub": z3.Z3_mk_sub, "mul": z3.Z3_mk_mul}
-_BINARY = {"floordiv": z3.Z3_mk_div, "mod": z3.Z3_mk_mod, "eq": z3.Z3_mk_eq, "lt": z3.Z3_mk_lt,
-           "le": z3.Z3_mk_le, "gt": z3.Z3_mk_gt, "ge": z3.Z3_mk_ge}
-_INT_BINARY = {*_NARY, *_BINARY, "ne"}
-
-
-def _is_int(x: z3.ExprRef) -> bool:
-    """x has sort Int (z3py's `is_int` wraps the sort in a Python object first)."""
-    c = x.ctx.ref()
-    return _sort_kind(c, _get_sort(c, x.as_ast())) == z3.Z3_INT_SORT
-
-
-def _int_binary(op: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.ExprRef:
-    """The term z3py's operator makes for two Int operands (the same C call, so the same
-    hash-consed term), without its Python-side coercion of the operands: a tenth of a check's
-    time went to `_coerce_exprs` on kernels whose terms are all Int."""
-    ctx = a.ctx
-    if op in _NARY or op == "ne":
-        pair = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-        if op == "ne":
-            return z3.BoolRef(z3.Z3_mk_distinct(ctx.ref(), 2, pair), ctx)
-        return z3.ArithRef(_NARY[op](ctx.ref(), 2, pair), ctx)
-    made = _BINARY[op](ctx.ref(), a.as_ast(), b.as_ast())
-    return z3.ArithRef(made, ctx) if op in ("floordiv", "mod") else z3.BoolRef(made, ctx)
-
-
 def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
     if op in ("land", "lor"):
         a, b = as_bool(args[0]), as_bool(args[1])
@@ -411,8 +386,8 @@ def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
     if op == "lnot":
         return z3.Not(as_bool(args[0]))
     xs = [as_int(a) for a in args]
-    if len(xs) == 2 and op in _INT_BINARY and _is_int(xs[0]) and _is_int(xs[1]):
-        return _int_binary(op, xs[0], xs[1])
+    if len(xs) == 2 and op in INT_BINARY and is_int_term(xs[0]) and is_int_term(xs[1]):
+        return int_binary(op, xs[0], xs[1])
     if op == "add":
         return xs[0] + xs[1]
     if op == "sub":

@@ -23,7 +23,7 @@ from .chains import Alt, Expander, Step, eval_map
 from .deferred import has_deferred, relaxed, strict
 from .hints import bounds_hint, fix_hint
 from .query import Query
-from .divmod import _ast_id
+from .raw_terms import _ast_id
 from .smt import Encoder, Instance, as_bool, connective
 
 STRUCTURAL_REASONS = {

@@ -1,0 +1,67 @@
+"""Z3 terms through its C API, for the solver's hot paths.
+
+Why: z3py re-checks an error code after every C call and coerces every operator's operands in
+Python; on Ave's terms (Int index algebra, built by code the tests cover) that was a third of
+the div/mod rewrite's time and a tenth of a check's. The getters here cannot fail on a live term;
+the term builders make exactly the C call z3py's operator makes (so the same hash-consed term),
+only for Int operands.
+"""
+from __future__ import annotations
+
+import z3
+
+
+def _unchecked(api):
+    """The ctypes function behind a z3core wrapper, without the error-code check the wrapper does
+    after every call: these getters cannot fail on a live term."""
+    try:
+        return api.__defaults__[-1].f
+    except (AttributeError, IndexError, TypeError):  # another z3 packaging: keep the checked call
+        return api
+
+
+_ast_id = _unchecked(z3.Z3_get_ast_id)
+_ast_kind = _unchecked(z3.Z3_get_ast_kind)
+_num_args = _unchecked(z3.Z3_get_app_num_args)
+_arg = _unchecked(z3.Z3_get_app_arg)
+_app_decl = _unchecked(z3.Z3_get_app_decl)
+_decl_kind = _unchecked(z3.Z3_get_decl_kind)
+_sort_kind = _unchecked(z3.Z3_get_sort_kind)
+_get_sort = _unchecked(z3.Z3_get_sort)
+
+
+def _wrap(a: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
+    """The Python reference of a raw term (it takes a Z3 reference count), typed by its sort."""
+    return z3.z3._to_expr_ref(a, ctx)
+
+
+def is_int_term(x: z3.ExprRef) -> bool:
+    """x has sort Int (z3py's `is_int` wraps the sort in a Python object first)."""
+    c = x.ctx.ref()
+    return _sort_kind(c, _get_sort(c, x.as_ast())) == z3.Z3_INT_SORT
+
+
+_NARY = {"add": z3.Z3_mk_add, "sub": z3.Z3_mk_sub, "mul": z3.Z3_mk_mul}
+_BINARY = {"floordiv": z3.Z3_mk_div, "mod": z3.Z3_mk_mod, "eq": z3.Z3_mk_eq, "lt": z3.Z3_mk_lt,
+           "le": z3.Z3_mk_le, "gt": z3.Z3_mk_gt, "ge": z3.Z3_mk_ge}
+INT_BINARY = {*_NARY, *_BINARY, "ne"}
+
+
+def int_binary(op: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.ExprRef:
+    """`a op b` for two Int terms, as z3py's operator makes it (`ne` is `distinct`)."""
+    ctx = a.ctx
+    if op in _NARY or op == "ne":
+        pair = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        if op == "ne":
+            return z3.BoolRef(z3.Z3_mk_distinct(ctx.ref(), 2, pair), ctx)
+        return z3.ArithRef(_NARY[op](ctx.ref(), 2, pair), ctx)
+    made = _BINARY[op](ctx.ref(), a.as_ast(), b.as_ast())
+    return z3.ArithRef(made, ctx) if op in ("floordiv", "mod") else z3.BoolRef(made, ctx)
+
+
+def int_sum(parts: list[z3.ArithRef]) -> z3.ArithRef:
+    """z3.Sum of Int terms (one n-ary addition), without its Python coercion."""
+    if len(parts) == 1:
+        return parts[0]
+    ctx = parts[0].ctx
+    return z3.ArithRef(z3.Z3_mk_add(ctx.ref(), len(parts), (z3.Ast * len(parts))(*(p.as_ast() for p in parts))), ctx)
