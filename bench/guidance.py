@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import functools
 import hashlib
 import json
 import os
@@ -42,10 +41,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from ave_decl.lang import printer  # noqa: E402
-from ave_decl.lang.parser import parse_text  # noqa: E402
+from ave_decl.lang.parser import clear_parse_memo, parse_text  # noqa: E402
 from ave_decl.lang.source import SourceFile  # noqa: E402
 from ave_planner.agent import MODES  # noqa: E402
-from ave_planner.evaluate import CallCache, Evaluator  # noqa: E402
+from ave_planner.evaluate import CANDIDATE_PATH, CallCache, Evaluator  # noqa: E402
 from ave_planner.feedback import chain_lines, feedback  # noqa: E402
 from ave_planner.repair import SpecGuard, repair  # noqa: E402
 
@@ -77,19 +76,17 @@ def family(path: Path, text: str) -> str:
     return "GEMM" if "gemm" in path.stem or "mfma" in text else "other"
 
 
-parsed = functools.lru_cache(maxsize=256)(parse_text)  # text -> AST, shared by the guard and the runs of a bug
-
-
 def simulate(text: str, sizes: dict, seed: int = 0) -> dict:
     """One simulator run compared with the reference: the reference-run call of the experiment
     (for `diff`: also the first differing output elements). What `sim.run.simulate_source` does
-    for one kernel, on the memoised AST, the reference evaluated once for both uses."""
+    for one kernel, the reference evaluated once for both uses (the AST is the front end's
+    memoised one: the guard and `check` parsed the same text under the same path)."""
     from ave_decl.lang.resolve import resolve_imports
     from ave_decl.sim.interpreter import Simulator
     from ave_decl.sim.reference import compare, evaluate_reference, reference_of
 
     try:
-        module = parsed(text, "candidate.ave")
+        module = parse_text(text, CANDIDATE_PATH)
         imports = resolve_imports(module)
         (k,) = module.kernels
         ref = reference_of(k)
@@ -297,7 +294,7 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int, mem
     tests/test_guidance.py compares them)."""
     from ave_planner.evaluate import check_summary
 
-    cache, guard = CallCache(), SpecGuard(bug.text, parsed)
+    cache, guard = CallCache(), SpecGuard(bug.text)
     run = (lambda text, sizes: simulate(text, sizes, seed))
     cpu0 = time.process_time()
     first = cache.get(("check", bug.text), lambda: check_summary(bug.text))[0]
@@ -309,7 +306,7 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int, mem
                "chain_lines": chain_lines(finding)}, "modes": {}}
     for mode in MODES:
         if not memo:
-            parsed.cache_clear()
+            clear_parse_memo()
             cache, guard = CallCache(), SpecGuard(bug.text)
         ev = Evaluator(bug.sizes_a, bug.sizes_b, budget, run, cache, device="mi300x")
         the_agent = make_agent(agent, model, seed)

@@ -404,7 +404,29 @@ def _syntax_error(src: SourceFile, exc: UnexpectedInput) -> FrontEndError:
 
 
 def parse_source(src: SourceFile) -> A.Module:
-    """Parse one file. Raises FrontEndError (exit code 3) on any syntax problem."""
+    """Parse one file. Raises FrontEndError (exit code 3) on any syntax problem.
+
+    Memoised by (path, text), the last `PARSE_MEMO_SIZE` files: a repair loop hands the same
+    candidate to the spec guard, `check`, the simulator and the performance model, and parsing
+    was a large part of each. Sharing one AST is safe because the AST is immutable (frozen
+    dataclasses holding tuples; the desugaring passes build new nodes). Errors are not memoised."""
+    return _parsed(src.path, src.text)
+
+
+PARSE_MEMO_SIZE = 128  # about 25 MiB at most: ASTs of typical kernels are 0.1-0.25 MiB
+
+
+@lru_cache(maxsize=PARSE_MEMO_SIZE)
+def _parsed(path: str, text: str) -> A.Module:
+    return _parse(SourceFile(path, text))  # the text is normalised already: SourceFile keeps it as is
+
+
+def clear_parse_memo() -> None:
+    """Forget every memoised AST (a benchmark that compares a run with and without memos)."""
+    _parsed.cache_clear()
+
+
+def _parse(src: SourceFile) -> A.Module:
     if len(src.text) > MAX_SOURCE_BYTES:  # text given to the API (files are bounded when read)
         raise FrontEndError(f"source is {len(src.text)} characters; a kernel file may have at most "
                             f"{MAX_SOURCE_BYTES} bytes", Span(src.path, 1, 1, 1, 2))

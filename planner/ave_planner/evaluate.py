@@ -19,6 +19,7 @@ from typing import Callable
 
 import ave_decl
 
+CANDIDATE_PATH = "candidate.ave"  # every call names a candidate so: the front end parses it once
 RunFn = Callable[[str, dict], dict]  # (text, sizes) -> {"ok", "error", "max_abs", "mismatched", "elements", ...}
 CHECK_FIRST = ("invariant", "invariant-site")
 
@@ -50,7 +51,7 @@ class Evaluation:
 def check_summary(text: str, timeout: float = 10.0) -> dict:
     """The parts of `ave check`'s report a repair reads: the verdict, a front-end error, and the
     failing error-severity findings (report JSON, counterexamples included)."""
-    report = ave_decl.check(text, path="candidate.ave", timeout=timeout, violation_sets=False)
+    report = ave_decl.check(text, path=CANDIDATE_PATH, timeout=timeout, violation_sets=False)
     data = report.to_json(timings=False)
     if report.errors or not report.kernels:
         e = data["errors"][0] if data.get("errors") else {"message": "no kernel"}
@@ -65,7 +66,7 @@ def host_run(text: str, sizes: dict) -> dict:
     from ave_decl.lang.errors import AveError
 
     try:
-        (run,) = ave_decl.run(text, sizes=sizes, target="host", unverified=True, path="candidate.ave")
+        (run,) = ave_decl.run(text, sizes=sizes, target="host", unverified=True, path=CANDIDATE_PATH)
     except AveError as exc:
         return {"ok": False, "error": exc.one_line()}
     return {"ok": bool(run.ok), "error": None, **(run.comparison or {})}
@@ -145,6 +146,6 @@ def _estimate(text: str, sizes: dict, device: str) -> float | None:
     from .model import estimate
 
     try:
-        return estimate(text, sizes, device).seconds
+        return estimate(text, sizes, device, path=CANDIDATE_PATH).seconds
     except Exception:  # noqa: BLE001 - a kernel the model cannot read has no estimate
         return None

@@ -328,12 +328,13 @@ class _Walk:
             self.expr(e.operand, weight, env)
 
 
-def estimate(text: str, sizes: dict[str, int], device: str, compiled: bool = False) -> Estimate:
+def estimate(text: str, sizes: dict[str, int], device: str, compiled: bool = False, path: str = "<model>") -> Estimate:
     """The model's time for the file's (first) kernel at `sizes` on `device` (devices.toml).
     `compiled`: take registers and shared memory from the device's backend when it compiles the
-    kernel here (else they are estimated from the text)."""
+    kernel here (else they are estimated from the text). `path` names the text in errors (the
+    path a caller parsed it under, so the front end's parse memo answers)."""
     try:
-        return _estimate(text, sizes, device, compiled)
+        return _estimate(text, sizes, device, compiled, path)
     except _Unknown as exc:
         from .errors import PlannerError
 
@@ -342,9 +343,10 @@ def estimate(text: str, sizes: dict[str, int], device: str, compiled: bool = Fal
             from None
 
 
-def _estimate(text: str, sizes: dict[str, int], device: str, compiled: bool = False) -> Estimate:
+def _estimate(text: str, sizes: dict[str, int], device: str, compiled: bool = False,
+              path: str = "<model>") -> Estimate:
     dev = devices()[device]
-    k = parse_text(text, "<model>").kernels[0]
+    k = parse_text(text, path).kernels[0]
     kw = {x.name: x.value for x in k.decorator.kwargs}
     walk = _Walk(dict(sizes), {}, {}, dev["group"], (1,))
     grid = walk.grid = _dims(walk, kw.get("grid"))

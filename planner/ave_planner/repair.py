@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from ave_decl.lang import ast as A
 from ave_decl.lang.errors import AveError
@@ -17,7 +16,7 @@ from ave_decl.lang.parser import parse_text
 from ave_decl.lang.spec import spec_changes
 
 from .agent import Agent, Edit, Task
-from .evaluate import BudgetExhausted, Evaluator
+from .evaluate import CANDIDATE_PATH, BudgetExhausted, Evaluator
 from .feedback import feedback, rejected
 
 
@@ -56,12 +55,11 @@ class RepairResult:
 class SpecGuard:
     """The frozen-spec guard of one kernel (`ave check --frozen-spec`'s API on ASTs): the original
     is parsed once and each candidate's answer kept by its text, because the modes of one bug
-    propose many of the same candidates and parsing is most of the guard's time. A pure
-    function of the two texts, so the memo changes no answer. `parse` may be a memoised parser
-    shared with the evaluation (it is called with the candidate's text and path)."""
+    propose many of the same candidates. A pure function of the two texts, so the memo changes
+    no answer. A candidate is parsed under the path `evaluate` checks and runs it under, so the
+    front end's parse memo hands them this AST."""
 
-    def __init__(self, original: str, parse: Callable[[str, str], A.Module] = parse_text) -> None:
-        self.parse = parse
+    def __init__(self, original: str) -> None:
         try:
             self.original: A.Module | None = parse_text(original, "original.ave")
         except AveError:
@@ -74,7 +72,7 @@ class SpecGuard:
         if candidate not in self.answers:
             try:
                 found = [] if self.original is None else spec_changes(self.original,
-                                                                      self.parse(candidate, "candidate.ave"))
+                                                                      parse_text(candidate, CANDIDATE_PATH))
                 self.answers[candidate] = [c.one_line() for c in found]
             except AveError:
                 self.answers[candidate] = []
