@@ -223,3 +223,22 @@ def test_the_audit_keeps_its_proofs_beside_the_verdict_cache(ave, memo, tmp_path
         (tmp_path / "b.json").read_text().replace(str(second), "X")
     ave("audit", first, "-j", "1", "--no-cache", "--cache-dir", tmp_path / "none")
     assert not (tmp_path / "none").exists()
+
+
+def test_an_index_table_is_copied_into_the_queries_context():
+    """The canonical model's table of an index tensor is copied entry by entry within the query's
+    own context (z3py's update_value used the default context for the entries' arguments)."""
+    from ave_decl.solver.canonical_model import set_table
+
+    ctx = z3.Context()
+    f = z3.Function("T", z3.IntSort(ctx), z3.IntSort(ctx))
+    x = z3.Int("x", ctx)
+    solver = z3.Solver(ctx=ctx)
+    solver.add(f(1) == 7, f(2) == 9, f(x) == 4, x > 5)
+    assert solver.check() == z3.sat
+    found = solver.model()
+    model = z3.Model(ctx)
+    set_table(model, f, found[f])
+    model.update_value(x, found.eval(x))
+    assert [model.eval(f(k), model_completion=True).as_long() for k in (1, 2)] == [7, 9]
+    assert model.eval(f(x), model_completion=True).as_long() == 4

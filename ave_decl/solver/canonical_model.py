@@ -81,7 +81,7 @@ def canonical_model(solver: z3.Solver, sizes: list[z3.ArithRef], timeout_ms: int
     back = found.translate(home)
     for d in back.decls():
         if d.arity() > 0:  # an index tensor's table
-            model.update_value(d, back[d])
+            set_table(model, d, back[d])
     if not z3.is_true(model.eval(query, model_completion=True)):
         return None  # the mapped-back model must be one of the query itself
     return model
@@ -116,3 +116,18 @@ def model_of_values(assertions: list[z3.BoolRef], constants: list[z3.ExprRef],
         model.update_value(c.decl(), z3.BoolVal(v, ctx) if isinstance(v, bool) else z3.IntVal(v, ctx))
     query = z3.And(assertions)
     return model if z3.is_true(model.eval(query, model_completion=True)) else None
+
+
+def set_table(model: z3.ModelRef, decl: z3.FuncDeclRef, table: z3.FuncInterp) -> None:
+    """Give `decl` the interpretation `table` (both of `model`'s context) in `model`. Why not
+    z3py's `ModelRef.update_value`: it collects each entry's arguments in an AstVector of Z3's
+    *default* context, which mixes contexts and crashed the process (signal 11) on index-tensor
+    counterexamples in long runs."""
+    ctx = decl.ctx
+    made = z3.FuncInterp(z3.Z3_add_func_interp(ctx.ref(), model.model, decl.ast, table.else_value().as_ast()), ctx)
+    for i in range(table.num_entries()):
+        entry = table.entry(i)
+        args = z3.AstVector(ctx=ctx)
+        for j in range(entry.num_args()):
+            args.push(entry.arg_value(j))
+        z3.Z3_func_interp_add_entry(ctx.ref(), made.f, args.vector, entry.value().as_ast())
