@@ -154,6 +154,7 @@ def test_small_model_resolve_budget_is_work(monkeypatch):
     default = _first_cex(ave_decl.check(text, path="t.ave", violation_sets=False))
     assert all(max(sizes.values()) <= 64 for _, _, sizes, _ in default)
     monkeypatch.setattr(solve, "SMALL_MODEL_RLIMIT", 1)
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")  # else the default run's remembered models would answer
     starved = [_first_cex(ave_decl.check(text, path="t.ave", violation_sets=False)) for _ in range(2)]
     assert starved[0] == starved[1]
 
