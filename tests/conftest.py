@@ -52,6 +52,20 @@ def front_end_error(ave, path: Path, text: str) -> str:
     return out
 
 
+def checks_simulates_and_runs(ave, path: Path, simulated: str) -> None:
+    """`ave check`, `ave simulate` (whose output says `simulated`) and `ave run` of `path` all
+    succeed, and the printer gives back the module it parsed."""
+    from ave_decl.lang import printer
+    from ave_decl.lang.parser import parse_text
+
+    assert ave("check", path).code == 0
+    r = ave("simulate", path)
+    assert r.code == 0 and simulated in r.out, r.out
+    assert ave("run", path).code == 0
+    m = parse_text(path.read_text())
+    assert parse_text(printer.module(m)) == m
+
+
 def pytest_report_header(config):
     from ave_decl.datalog.souffle_engine import find_souffle
 

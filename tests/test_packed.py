@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES, front_end_error
+from conftest import EXAMPLES, checks_simulates_and_runs, front_end_error
 
 import ave_decl
 from ave_decl.lang import printer
@@ -29,12 +29,7 @@ def _errors(text: str, confirm: bool = True) -> list:
 
 
 def test_the_packed_transpose_gemm_verifies_simulates_and_runs(ave):
-    assert ave("check", GEMM).code == 0
-    r = ave("simulate", GEMM)
-    assert r.code == 0 and "the output matches the reference" in r.out, r.out
-    assert ave("run", GEMM).code == 0
-    m = parse_text(GEMM.read_text())
-    assert parse_text(printer.module(m)) == m
+    checks_simulates_and_runs(ave, GEMM, "the output matches the reference")
 
 
 def test_packed_constructs_are_the_element_moves_they_mean():

@@ -150,11 +150,11 @@ def test_a_remembered_model_is_used_only_if_it_satisfies_the_query():
     constants = free_constants(query)
     values = model_values(solver.model(), constants)
     assert [str(c) for c in constants] == ["x", "y", "b"] and values is not None
-    assert model_of_values(query, constants, values) is not None
+    assert model_of_values(query, constants, values, ctx) is not None
     wrong = (values[0] + 1, *values[1:])  # x + y == 5 fails
-    assert model_of_values(query, constants, wrong) is None
-    assert model_of_values(query, constants, values[:2]) is None  # another query's shape
-    assert model_of_values(query, constants, (values[0], values[1], 7)) is None  # an Int for a Bool
+    assert model_of_values(query, constants, wrong, ctx) is None
+    assert model_of_values(query, constants, values[:2], ctx) is None  # another query's shape
+    assert model_of_values(query, constants, (values[0], values[1], 7), ctx) is None  # an Int for a Bool
 
 
 def test_the_proof_cache_is_reused_by_a_later_process_and_reports_alike(ave, memo, tmp_path):

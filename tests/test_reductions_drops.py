@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DATA, EXAMPLES
+from conftest import DATA, EXAMPLES, checks_simulates_and_runs
 
 import ave_decl
 from ave_decl.lang import printer
@@ -107,12 +107,7 @@ def test_a_butterfly_step_drops_the_component_its_shuffle_names(ave):
     """Lanes l and l ^ 32 hold keys 0 and 1 of one query, tagged (key, query): the step reduces over
     component 0, which `shuffle_xor(x, 32, drops=0)` states; check, simulate and run agree."""
     assert STEP in BUTTERFLY.read_text()
-    assert ave("check", BUTTERFLY).code == 0
-    r = ave("simulate", BUTTERFLY)
-    assert r.code == 0 and "every shadow check passed" in r.out, r.out
-    assert ave("run", BUTTERFLY).code == 0
-    m = parse_text(BUTTERFLY.read_text())
-    assert parse_text(printer.module(m)) == m
+    checks_simulates_and_runs(ave, BUTTERFLY, "every shadow check passed")
     for same in ("x + shuffle_xor(x, 32, drops=0)", "fmin(shuffle_xor(x, 32, drops=0), x)"):
         (k,) = ave_decl.check(BUTTERFLY.read_text().replace(STEP, same), path="k.ave").kernels
         assert k.verdict == Verdict.VERIFIED, (same, [f.message for f in k.findings if f.verdict != Verdict.VERIFIED])

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import z3
 
-from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _wrap
+from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _wrap, connective
 
 Smallest = Callable[[z3.Solver, list[z3.ArithRef], bool], z3.ModelRef | None]  # solve.KernelSolver._smallest
 
@@ -50,15 +50,13 @@ def free_constants(formulas: list[z3.ExprRef]) -> list[z3.ExprRef]:
     return out
 
 
-def canonical_model(solver: z3.Solver, sizes: list[z3.ArithRef], timeout_ms: int,
-                    smallest: Smallest) -> z3.ModelRef | None:
-    """The model of `solver`'s assertions found from their canonical text (None when the copy
-    cannot be read back or is not settled within the timeout: the caller keeps its own)."""
-    home = solver.ctx
-    assertions = list(solver.assertions())
-    constants = free_constants(assertions)
+def canonical_model(assertions: list[z3.BoolRef], constants: list[z3.ExprRef], sizes: list[z3.ArithRef],
+                    timeout_ms: int, smallest: Smallest, home: z3.Context) -> z3.ModelRef | None:
+    """The model of the assertions (of context `home`; `constants`: their free_constants) found
+    from their canonical text (None when the copy cannot be read back or is not settled within
+    the timeout: the caller keeps its own)."""
     renamed = [z3.Const(f"ave!v{i}", c.sort()) for i, c in enumerate(constants)]  # no tensor is named so
-    query = z3.And(assertions) if assertions else z3.BoolVal(True, home)  # one term: one substitution
+    query = connective("and", assertions, home)  # one term: one substitution
     printer = z3.Solver(ctx=home)
     printer.add(z3.substitute(query, *zip(constants, renamed)) if constants else query)
     ctx = z3.Context()  # fresh per query: Z3 recycles the ids of freed terms, so a context
@@ -103,19 +101,17 @@ def model_values(model: z3.ModelRef, constants: list[z3.ExprRef]) -> tuple[int |
 
 
 def model_of_values(assertions: list[z3.BoolRef], constants: list[z3.ExprRef],
-                    values: tuple[int | bool, ...]) -> z3.ModelRef | None:
+                    values: tuple[int | bool, ...], ctx: z3.Context) -> z3.ModelRef | None:
     """A model giving the constants these values, if it satisfies every assertion (None
     otherwise: a remembered model is used only when it is checked to be one of this query)."""
-    if len(values) != len(constants) or not assertions:
+    if len(values) != len(constants):
         return None
-    ctx = assertions[0].ctx
     model = z3.Model(ctx)
     for c, v in zip(constants, values):
         if isinstance(v, bool) != z3.is_bool(c):
             return None
         model.update_value(c.decl(), z3.BoolVal(v, ctx) if isinstance(v, bool) else z3.IntVal(v, ctx))
-    query = z3.And(assertions)
-    return model if z3.is_true(model.eval(query, model_completion=True)) else None
+    return model if z3.is_true(model.eval(connective("and", assertions, ctx), model_completion=True)) else None
 
 
 def set_table(model: z3.ModelRef, decl: z3.FuncDeclRef, table: z3.FuncInterp) -> None:

@@ -50,25 +50,24 @@ class ProofMemo:
         self.hits = 0
         self.misses = 0
         self._store: ProofFile | None = None
-        self._violations: OrderedDict[tuple[bytes, tuple[int, ...]], tuple[int | bool, ...]] = OrderedDict()
+        self._violations: OrderedDict[bytes, tuple[tuple[int, ...], tuple[int | bool, ...]]] = OrderedDict()
 
-    def violation(self, key: bytes | None, sizes: tuple[int, ...]) -> tuple[int | bool, ...] | None:
-        """The canonical model (values of the query's free constants in first-occurrence
-        order) of a violated query seen before, whose constants at positions `sizes` are the
-        kernel's sizes (the small-model search bounds those: they are part of what decided the
-        model). Why it may be reused: the canonical model is a function of the query's text up
-        to renaming (solver/canonical_model.py), which the key stands for."""
-        if key is None:
-            return None
-        found = self._violations.get((key, sizes))
+    def violation(self, key: bytes | None) -> tuple[tuple[int, ...], tuple[int | bool, ...]] | None:
+        """The canonical model of a violated query seen before: the positions (in the query's
+        free constants, first-occurrence order) of the kernel's sizes, which the small-model
+        search bounds and so are part of what decided the model, and the constants' values.
+        Why it may be reused: the canonical model is a function of the query's text up to
+        renaming (solver/canonical_model.py), which the key stands for."""
+        found = self._violations.get(key) if key is not None else None
         if found is not None:
-            self._violations.move_to_end((key, sizes))
+            self._violations.move_to_end(key)
         return found
 
     def remember_violation(self, key: bytes | None, sizes: tuple[int, ...], values: tuple[int | bool, ...]) -> None:
         if key is None:
             return
-        self._violations[(key, sizes)] = values
+        self._violations[key] = (sizes, values)
+        self._violations.move_to_end(key)
         while len(self._violations) > VIOLATION_CAPACITY:
             self._violations.popitem(last=False)
 

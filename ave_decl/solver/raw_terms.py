@@ -65,3 +65,15 @@ def int_sum(parts: list[z3.ArithRef]) -> z3.ArithRef:
         return parts[0]
     ctx = parts[0].ctx
     return z3.ArithRef(z3.Z3_mk_add(ctx.ref(), len(parts), (z3.Ast * len(parts))(*(p.as_ast() for p in parts))), ctx)
+
+
+def connective(kind: str, formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.BoolRef:
+    """`and` / `or` of the formulas, made through the C API: z3py's And and Or check and coerce
+    every argument in Python, which cost more than solving a group of queries (solve.py)."""
+    if len(formulas) == 1:
+        return formulas[0]
+    if not formulas:
+        return z3.BoolVal(kind == "and", ctx)
+    args = (z3.Ast * len(formulas))(*(f.as_ast() for f in formulas))
+    make = z3.Z3_mk_and if kind == "and" else z3.Z3_mk_or
+    return z3.BoolRef(make(ctx.ref(), len(formulas), args), ctx)

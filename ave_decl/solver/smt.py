@@ -425,14 +425,3 @@ def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
         return cmp[op](xs[0], xs[1])
     raise ValueError(f"no Z3 encoding for operator {op}")
 
-
-def connective(kind: str, formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.BoolRef:
-    """`and` / `or` of the formulas, made through the C API: z3py's And and Or check and coerce
-    every argument in Python, which cost more than solving a group of queries (solve.py)."""
-    if len(formulas) == 1:
-        return formulas[0]
-    if not formulas:
-        return z3.BoolVal(kind == "and", ctx)
-    args = (z3.Ast * len(formulas))(*(f.as_ast() for f in formulas))
-    make = z3.Z3_mk_and if kind == "and" else z3.Z3_mk_or
-    return z3.BoolRef(make(ctx.ref(), len(formulas), args), ctx)

@@ -23,8 +23,8 @@ from .chains import Alt, Expander, Step, eval_map
 from .deferred import has_deferred, relaxed, strict
 from .hints import bounds_hint, fix_hint
 from .query import Query
-from .raw_terms import _ast_id
-from .smt import Encoder, Instance, as_bool, connective
+from .raw_terms import _ast_id, connective
+from .smt import Encoder, Instance, as_bool
 
 STRUCTURAL_REASONS = {
     "lhs-untagged": "the left-hand value has no tagged source (its tag is Top): tag the tensor it comes from",
@@ -165,7 +165,7 @@ class KernelSolver:
             if result == z3.unsat:
                 proof_memo.MEMO.remember(key)
             if result == z3.sat:
-                model = model or self._small_model(solver, key)
+                model = model or self._small_model(solver, prepared, key)
                 cex = self._counterexample(model, q, relation)
                 cex.index_tables = self._index_tables(_Evaluator(model))
                 ms = (time.perf_counter() - started) * 1000
@@ -270,30 +270,34 @@ class KernelSolver:
             out.setdefault(name, set()).add((*(ev(a) for a in args), ev(app)))
         return {name: [list(e) for e in sorted(entries)] for name, entries in sorted(out.items())}
 
-    def _small_model(self, solver: z3.Solver, key: bytes | None) -> z3.ModelRef:
-        """The counterexample's model, a function of the query alone (solver/canonical_model.py:
-        neither the proof memo, nor earlier queries, nor variable names change it), remembered
-        for the next query with this key; the solver's own model if the canonical copy is not
-        settled within the timeout (never remembered: it depends on the solver's history)."""
+    def _small_model(self, solver: z3.Solver, prepared: list[z3.BoolRef], key: bytes | None) -> z3.ModelRef:
+        """The counterexample's model of the `prepared` query `solver` holds, a function of the
+        query alone (solver/canonical_model.py: neither the proof memo, nor earlier queries, nor
+        variable names change it), remembered for the next query with this key; the solver's
+        own model if the canonical copy is not settled within the timeout (never remembered: it
+        depends on the solver's history)."""
         sizes = list(self.enc.sizes.values())
-        model = canonical_model(solver, sizes, self.timeout_ms, self._smallest)
+        constants = free_constants(prepared)
+        model = canonical_model(prepared, constants, sizes, self.timeout_ms, self._smallest, self.enc.ctx)
         if model is None:
             return self._smallest(solver, sizes)  # decided: never None
-        if key is not None:
-            constants = free_constants(list(solver.assertions()))
-            values = model_values(model, constants)
-            if values is not None:
-                proof_memo.MEMO.remember_violation(key, self._size_positions(constants), values)
+        values = model_values(model, constants) if key is not None else None
+        if values is not None:
+            proof_memo.MEMO.remember_violation(key, self._size_positions(constants), values)
         return model
 
     def _known_violation(self, key: bytes | None, prepared: list[z3.BoolRef]) -> z3.ModelRef | None:
         """The canonical model an earlier query with this key was given (an agent's candidates
-        and an audit's variants repeat their violations), checked against this query."""
-        if key is None:
+        and an audit's variants repeat their violations), checked against this query. The
+        constants are walked only on a hit: most queries here are proved."""
+        known = proof_memo.MEMO.violation(key)
+        if known is None:
             return None
+        sizes, values = known
         constants = free_constants(prepared)
-        values = proof_memo.MEMO.violation(key, self._size_positions(constants))
-        return None if values is None else model_of_values(prepared, constants, values)
+        if self._size_positions(constants) != sizes:
+            return None
+        return model_of_values(prepared, constants, values, self.enc.ctx)
 
     def _size_positions(self, constants: list[z3.ExprRef]) -> tuple[int, ...]:
         sizes = {v.get_id() for v in self.enc.sizes.values()}
