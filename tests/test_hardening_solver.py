@@ -16,6 +16,7 @@ from ave_decl.facts.view import KernelView
 from ave_decl.lang.errors import RuleError
 from ave_decl.lang.parser import parse_source
 from ave_decl.lang.source import SourceFile
+from ave_decl import pipeline
 from ave_decl.pipeline import split_by_kernel
 from ave_decl.report.model import Verdict
 from ave_decl.solver import derived_facts, solve
@@ -79,6 +80,40 @@ def test_obligation_with_operands_of_the_wrong_kind_is_a_rule_error(ave, tmp_pat
     [error] = r.json()["errors"]
     assert error["kind"] == "rules" and "'in_bounds' takes" in error["message"]
     assert "internal" not in r.out + r.err and "Traceback" not in r.out + r.err
+
+
+MISSING_ID = """// @id user/ghost
+// @title An obligation that names a value id no kernel has
+// @severity error
+obligation(k, s, "user/ghost", "eq", v, w) :- value(k, v, "elementwise", s), w = v + 100000.
+"""
+
+
+def test_obligation_naming_a_missing_id_is_a_rule_error(ave, tmp_path):
+    """The ids an obligation names are the rules' data: a missing one is the rule's fault (exit 4)."""
+    (tmp_path / "ghost.dl").write_text(MISSING_ID)
+    r = ave("check", EXAMPLES / "gemm_naive.ave", "--rules", tmp_path, "--json")
+    assert r.code == 4, r.out + r.err
+    [error] = r.json()["errors"]
+    assert error["kind"] == "rules" and "user/ghost" in error["message"] and "'eq' takes" in error["message"]
+
+
+def test_an_encoder_failure_is_an_internal_error_not_the_rules_fault(monkeypatch):
+    """A look-up failing while formulas are built, for ids that exist, is a bug of the checker: it
+    surfaces as an internal error of that kernel (exit 70; pipeline.run catches it per kernel), never as
+    a rule error that would send a user hunting in correct rules."""
+    kf, derived, solver = _solver_for("gemm_naive.ave")
+    _k, site, inv, relation, lhs, rhs = derived["obligation"][0]
+
+    def broken(*_a):  # a fault injected into the query builder (an encoder bug)
+        raise KeyError("missing expression")
+
+    monkeypatch.setattr(KernelSolver, "_queries", broken)
+    with pytest.raises(KeyError):
+        solver.discharge(site, inv, relation, lhs, rhs)
+    report = pipeline.run([SourceFile.read(EXAMPLES / "gemm_naive.ave")], pipeline.Options())
+    [error] = report.errors
+    assert error.kind == "internal" and error.exit_code == 70 and "KeyError" in error.message, error
 
 
 # ------------------------------------------------------------------ violation sets: no clock

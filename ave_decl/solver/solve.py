@@ -72,6 +72,16 @@ ACCESS_RELATIONS = {
     "outside_views": "a store through one alias does not land in another tagged subview of the same storage",
 }
 KNOWN_RELATIONS = {"eq", "rel", "k_pairing", "in_bounds", "mask_rel"} | set(ACCESS_RELATIONS)
+# relation -> the kinds of ids it reads as (site, lhs, rhs) beyond "site is a statement" ("": not
+# read; a relation not listed compares two values); docs/writing-invariants.md, the relations table
+_ACCESSES = ("", "access", "access")
+OPERAND_KINDS: dict[str, tuple[str, str, str]] = {
+    "in_bounds": ("", "array access", ""), "stored_tag": ("", "access", ""), "write_count": ("", "access", ""),
+    "bank_conflicts": ("", "access", ""), "outside_views": ("", "access", ""),
+    "write_once": _ACCESSES, "raw_race": _ACCESSES, "war_race": _ACCESSES, "async_exposed": _ACCESSES,
+    "arm_race": _ACCESSES, "k_distinct": ("", "value", ""), "mask_rel": ("", "value", ""),
+    "barrier_match": ("", "", ""), "lanes_converged": ("", "", ""), "barrier_trips": ("loop", "", ""),
+}
 
 
 class KernelSolver:
@@ -130,10 +140,9 @@ class KernelSolver:
             raise _rel_off_site(inv, self.view.span(site))
         if relation == "mask_rel" and site not in self.view.assert_mask:
             raise _rel_off_site(inv, self.view.span(site), "mask_rel", "assert_mask")
-        try:
-            queries = self._queries(site, relation, lhs, rhs)
-        except (KeyError, IndexError):  # ids the relation does not take (user rules are data)
-            raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site)) from None
+        if not self._operands_exist(site, relation, lhs, rhs):  # user rules are data: their ids are checked
+            raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site))
+        queries = self._queries(site, relation, lhs, rhs)  # a KeyError from here on is the checker's bug
         unknown_reasons: list[str] = []
         count = 0
         together = self._proved_together(queries)
@@ -150,10 +159,7 @@ class KernelSolver:
                 if self._proved_without_kills(q):
                     continue
                 relax = False  # this obligation's queries need their kills: stop paying for the attempt
-            try:
-                formulas = self.formulas(q)  # builds the deferred kills: ids of user rules are data too
-            except (KeyError, IndexError):
-                raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site)) from None
+            formulas = self.formulas(q)  # builds the deferred kills (an internal error if it fails)
             key = self.enc.query_key(formulas)
             if proof_memo.MEMO.proved(key):
                 continue
@@ -327,6 +333,16 @@ class KernelSolver:
         return model
 
     # ------------------------------------------------------------ queries
+    def _operands_exist(self, site: int, relation: str, lhs: int, rhs: int) -> bool:
+        """Whether an obligation's ids are of the kinds its relation reads (OPERAND_KINDS): the only
+        look-ups that depend on the rules. Checked before any formula is built, so a failing look-up
+        while building is the encoder's bug (an internal error), never blamed on the user's rules."""
+        v = self.view
+        kinds = {"value": lambda i: i in v.values, "access": lambda i: i in v.accesses, "loop": lambda i: i in v.loops,
+                 "array access": lambda i: i in v.accesses and v.accesses[i].buffer in v.dims}
+        site_kind, lhs_kind, rhs_kind = OPERAND_KINDS.get(relation, ("", "value", "value"))
+        return all(kinds[kind](i) for kind, i in ((site_kind, site), (lhs_kind, lhs), (rhs_kind, rhs)) if kind)
+
     def _queries(self, site: int, relation: str, lhs: int, rhs: int) -> list[Query]:
         if relation == "k_pairing":
             return self._k_pairing(site, lhs, rhs)
