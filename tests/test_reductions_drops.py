@@ -137,3 +137,27 @@ def test_a_misplaced_or_unknown_keyword_is_a_located_error(ave, tmp_path, step, 
 
     out = front_end_error(ave, tmp_path / "k.ave", BUTTERFLY.read_text().replace(STEP, step))
     assert "k.ave:11:" in out and words in out, out
+    first = out.splitlines()[0]
+    for command in ("simulate", "run"):  # the simulator once honoured drops= where it sat and ran on
+        r = ave(command, tmp_path / "k.ave")
+        assert r.code == 3 and (r.out + r.err).splitlines()[0] == first, (command, r.out + r.err)
+
+
+@pytest.mark.parametrize("text, old, new, line", [
+    (BUTTERFLY, STEP, "fmax(x, shuffle_xor(x, 32, drops=2))", 11),
+    (BUTTERFLY, STEP, "fmax(x, shuffle_xor(x, 32, drops=-3))", 11),
+    (BUTTERFLY, STEP, "lane_max(x, 64, drops=5)", 11),
+    (EXAMPLE, "reduce_max(s, drops=1)", "reduce_max(s, drops=3)", 43),
+    (EXAMPLE, "reduce_sum(p, drops=1)", "reduce_sum(p, drops=-4)", 48),
+])
+def test_a_drops_past_the_operands_tag_rank_is_a_located_error(ave, tmp_path, text, old, new, line):
+    """drops=k within the largest tag but past the rank of the tag its operand carries (known after
+    the fixpoint) was an UNKNOWN with no counterexample; it is a bad kernel: exit 3 at the reduction."""
+    source = text.read_text()
+    assert old in source
+    path = tmp_path / "k.ave"
+    path.write_text(source.replace(old, new))
+    r = ave("check", path)
+    out = r.out + r.err
+    assert r.code == 3 and out.startswith(f"{path}:{line}:") and "Traceback" not in out, out
+    assert "names no component of the tag this reduction drops from" in out.splitlines()[0], out

@@ -15,6 +15,7 @@ from ..hw.targets import TARGETS
 from ..lang import ast as A
 from ..lang import printer
 from ..lang.errors import FrontEndError
+from ..lang.keywords import check_keywords
 from ..lang.reference import tolerance_value
 from ..lang.resolve import BUILTINS, resolve_imports
 from ..lang.source import SourceFile, Span
@@ -70,7 +71,6 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
         self.next_access = 0
         self.next_value = 0
         self.zero_values: set[int] = set()  # values known to be zero (`value_zero`)
-        self.butterfly_partners: set[int] = set()  # ids of the shuffle_xor nodes of butterfly steps
         self.loop_stack: list[int] = []
         self.loop_ranges: dict[str, tuple[int, int]] = {}  # loop:<header> -> (lo, hi) expressions
         self.guards: list[tuple[int, int]] = []
@@ -356,6 +356,7 @@ class KernelLowering(StatementLowering, InstructionLowering, ExpressionLowering)
 
     # ----------------------------------------------------------- statements
     def lower(self) -> KernelFacts:
+        check_keywords(self.k)  # before any value: the simulator checks the same (lang/keywords.py)
         self.facts.add("kernel", self.k.name, self.src.path)
         self.lower_params()
         self.lower_launch()

@@ -150,7 +150,6 @@ class ExpressionLowering:
         raise self.err(f"operator cannot be applied to {describe(v)}", e)
 
     def _binop(self, e: A.BinOp) -> Val:
-        self._note_butterfly(e.op, (e.left, e.right))
         left, right = self.eval(e.left), self.eval(e.right)
         if e.op == "@":
             return LayoutVal(self._compose(left, right, e))
@@ -249,8 +248,6 @@ class ExpressionLowering:
         if name in SLOT_REDUCTIONS:
             return self._slot_reduce(e, name)
         if name in ELEMENTWISE:
-            self._no_keywords(e, name)
-            self._note_butterfly(name, e.args)
             args = [self.eval(a) for a in e.args if not (name == "cast" and isinstance(a, A.Name) and a.id in DTYPES)]
             if name == "cast":
                 self._arity(e, 2, 2)
@@ -286,7 +283,7 @@ class ExpressionLowering:
         lanes (a shuffle-xor butterfly); every lane gets its group's result. The result is a
         statistic: its tag is x's tag without the last component (the reduced one)."""
         self._arity(e, 2, 2)
-        drops = self._drops(e, name, ())
+        drops = self._drops(e, name)
         x = self.eval(e.args[0])
         if not isinstance(x, DVal):
             raise self.err(f"{name}() reduces a data value, not {describe(x)}", e.args[0])
@@ -302,15 +299,12 @@ class ExpressionLowering:
         self.facts.add("reduce_drops", vid, drops)
         return DVal(vid, x.dtype)
 
-    def _drops(self, e: A.Call, name: str, others: tuple[str, ...]) -> int:
+    def _drops(self, e: A.Call, name: str) -> int:
         """The `drops=` keyword of a reduction: which component of the operand's tag the reduced
         elements vary in (negative: from the end; default -1, the last). A constant in
         [-MAX_TAG, MAX_TAG): whether the operand's tag has that component is a property of its
-        flow, checked by ave/row-statistics."""
-        for kw in e.kwargs:
-            if kw.name not in ("drops", *others):
-                allowed = " and ".join(f"{k}=" for k in (*others, "drops"))
-                raise self.err(f"{name}() has no keyword '{kw.name}' (it takes {allowed})", kw)
+        flow, checked by ave/row-statistics. Which keywords a call takes is checked before
+        lowering (lang/keywords.py), for the simulator too."""
         given = e.kwarg("drops")
         if given is None:
             return -1
@@ -364,7 +358,7 @@ class ExpressionLowering:
     def _slot_reduce_args(self, e: A.Call, name: str) -> tuple[Buffer, int, int]:
         """The register array, axis and drops of a slot reduction, checked (a located error each)."""
         self._arity(e, 1, 2)
-        drops = self._drops(e, name, ("axis",))
+        drops = self._drops(e, name)
         axis_e = e.kwarg("axis") if e.kwarg("axis") is not None else (e.args[1] if len(e.args) == 2 else None)
         if axis_e is not None and len(e.args) == 2 and e.kwarg("axis") is not None:
             raise self.err(f"{name}() got the axis twice", e)
@@ -394,7 +388,6 @@ class ExpressionLowering:
         g = self.launch.group_size
         tid = self._linear_thread()
         first = self.t.op("sub", tid, self.t.op("mod", tid, self.t.const(g)))  # lane 0 of this group
-        self._exchange_keywords(e, name)
         if name == "shuffle_xor":
             mask = self.const_int(e.args[1], "shuffle_xor mask")
             width = self.const_int(e.args[2], "shuffle_xor width") if len(e.args) == 3 else g
@@ -429,29 +422,6 @@ class ExpressionLowering:
         self._butterfly(e.func_name or "", e.args, vid, vids)
         return DVal(vid, dtype)
 
-    def _exchange_keywords(self, e: A.Call, name: str) -> None:
-        """Only the shuffle_xor of a butterfly step takes a keyword: `drops=`, checked here and
-        recorded by `_butterfly` (docs/language.md, "Butterfly reductions")."""
-        if name != "shuffle_xor":
-            self._no_keywords(e, name)
-            return
-        self._drops(e, name, ())
-        if e.kwarg("drops") is not None and id(e) not in self.butterfly_partners:
-            raise self.err("shuffle_xor(..., drops=k) names the tag component a butterfly step reduces over: "
-                           "only as the partner in fmax(x, shuffle_xor(x, m, drops=k)) (fmin, +)", e.kwarg("drops"))
-
-    def _no_keywords(self, e: A.Call, name: str) -> None:
-        """A keyword where none is read would be silently ignored (`fmax(..., drops=1)`): refuse it."""
-        if e.kwargs:
-            hint = " (a butterfly step says drops= on its shuffle_xor)" if name in ("fmax", "fmin") else ""
-            raise self.err(f"{name}() takes no keyword arguments{hint}", e.kwargs[0])
-
-    def _note_butterfly(self, op: str, nodes: tuple) -> None:
-        """Before a step's operands are lowered: its shuffle_xor may say `drops=` (nowhere else)."""
-        pos = butterfly_operand(op, tuple(nodes))
-        if pos is not None:
-            self.butterfly_partners.add(id(nodes[1 - pos]))
-
     def _butterfly(self, op: str, nodes: tuple, vid: int, args: list[int]) -> None:
         """`butterfly(v, own, partner)` for a butterfly step (lang.resolve.butterfly_operand), and
         `reduce_drops` when its shuffle_xor names the component the step reduces over."""
@@ -460,7 +430,7 @@ class ExpressionLowering:
             self.facts.add("butterfly", vid, args[pos], args[1 - pos])
             shuffle = nodes[1 - pos]
             if shuffle.kwarg("drops") is not None:
-                self.facts.add("reduce_drops", vid, self._drops(shuffle, "shuffle_xor", ()))
+                self.facts.add("reduce_drops", vid, self._drops(shuffle, "shuffle_xor"))
 
     def _nested(self, e: A.Expr):
         if isinstance(e, A.Tuple):

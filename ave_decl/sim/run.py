@@ -1,6 +1,7 @@
 """Simulate the kernels of a file and compare their outputs with their references."""
 from __future__ import annotations
 
+from ..lang.keywords import check_keywords
 from ..lang.resolve import resolve_imports
 from ..lang.source import SourceFile
 from .interpreter import Simulator
@@ -22,6 +23,8 @@ def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None =
 
     module = parse_source(src)
     imports = resolve_imports(module)
+    for k in module.kernels:  # a misplaced keyword is refused as `ave check` refuses it (exit 3)
+        check_keywords(k)
     references = {k.name: reference_of(k) for k in module.kernels}
     out = []
     for k in module.kernels:

@@ -21,6 +21,7 @@ from .budgets import SMALL_MODEL_RLIMIT
 from .canonical_model import canonical_model, free_constants, model_of_values, model_values
 from .chains import Alt, Expander, Step, eval_map
 from .deferred import has_deferred, relaxed, strict
+from .drops_range import check_drops_ranks
 from .hints import bounds_hint, fix_hint
 from .query import Query
 from .raw_terms import _ast_id, connective
@@ -102,6 +103,7 @@ class KernelSolver:
 
     # ----------------------------------------------------------- findings
     def findings(self) -> list[Finding]:
+        check_drops_ranks(self.view, self.enc, self.expander)  # a drops= past its operand's rank: exit 3
         out: list[Finding] = []
         uncertain = {s for _k, s in self.derived.get("uncertain_site", [])}
         for _k, site, inv, reason in self.derived.get("structural", []):
