@@ -161,3 +161,14 @@ def test_a_drops_past_the_operands_tag_rank_is_a_located_error(ave, tmp_path, te
     out = r.out + r.err
     assert r.code == 3 and out.startswith(f"{path}:{line}:") and "Traceback" not in out, out
     assert "names no component of the tag this reduction drops from" in out.splitlines()[0], out
+
+
+def test_the_simulator_itself_refuses_a_misplaced_keyword():
+    """simulate_source (the API, counterexample replay, the fuzzer) reads the AST without the
+    lowering; it refuses a misplaced drops= with the lowering's error instead of honouring it."""
+    from ave_decl.lang.errors import FrontEndError
+
+    text = BUTTERFLY.read_text().replace(STEP, "fmax(x, shuffle_xor(x, 32), drops=0)")
+    with pytest.raises(FrontEndError) as err:
+        simulate_source(SourceFile("k.ave", text), {})
+    assert err.value.one_line().startswith("k.ave:11:37: error: fmax() takes no keyword arguments"), err.value

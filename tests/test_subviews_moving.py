@@ -62,12 +62,19 @@ def test_page_bugs_are_replayed_violations(old, new, invariants, race):
     ("(it // 128) % 2 * 128, (128,)", "it, (128,)", "its offset lies in [0, inf]"),
     ("(it // 128) % 2 * 128, (128,)", "t % 2 * 128, (128,)", "depends on thread_id(0)"),
     ("        P[t] = A[it + t]\n", '        tag(P, lambda i: (i,), "A")\n        P[t] = A[it + t]\n',
-     "a subview at an offset that varies"),
+     "a subview at an offset that varies: a tag on it is not supported"),
+    # a tag whose components follow the page's iteration: a shared buffer's tag names no loop variable
+    ("        P[t] = A[it + t]\n", '        tag(P, lambda i: (it + i,), "A", it)\n        P[t] = A[it + t]\n',
+     "a subview at an offset that varies: a tag on it is not supported"),
 ])
 def test_unprovable_or_escaping_moving_subviews_are_located_errors(old, new, words, tmp_path, ave):
     path = tmp_path / "k.ave"
     out = front_end_error(ave, path, _variant(old, new))
     assert words in out.splitlines()[0], out
+    if "tag(" in new:  # never a verdict: `ave simulate` and `ave run` refuse it with the same line
+        for command in ("simulate", "run"):
+            r = ave(command, path, "--sizes", "N=256")
+            assert r.code == 3 and (r.out + r.err).splitlines()[0] == out.splitlines()[0], r.out + r.err
 
 
 def test_offset_ranges_by_interval_arithmetic():

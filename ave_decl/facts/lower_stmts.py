@@ -316,8 +316,9 @@ class StatementLowering:
         if buf.tagged:
             raise self.err(f"'{buf.name}' already has a tag binding (one binding per tensor)", e)
         if buf.base is not None:
-            raise self.err(f"'{buf.name}' is a subview at an offset that varies: its region moves, so a tag (a claim "
-                           f"about one region for the whole kernel) cannot be bound to it yet", e)
+            raise self.err(f"'{buf.name}' is a subview at an offset that varies: a tag on it is not supported (its "
+                           f"region and contents move with the loop, and a shared buffer's tag holds for the whole "
+                           f"kernel, naming no loop variable); leave it untagged: provenance flows through it", e)
         if buf.has_views:
             raise self.err(f"'{buf.name}' has subviews: tag the subviews instead of the storage they share", e)
         free = free_names(lam.body, set(lam.params))
