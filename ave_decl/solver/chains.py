@@ -16,6 +16,7 @@ from ..facts.view import KernelView
 from ..hw.instructions import INSTRUCTIONS, Instruction
 from ..lang import ast as A
 from ..lang.parser import parse_expression
+from .cross_arm import CrossArm, Plan
 from .deferred import Deferred
 from .smt import Encoder, Instance, as_int
 from .unwritten import Unwritten, offsets
@@ -132,6 +133,7 @@ class Expander:
         self._slices: dict[tuple[int, int], bool] = {}
         self.kill_depths = kill_depths(view)
         self.unwritten = Unwritten(view, enc, self.data_guarded, self.kill_depths)
+        self.arms = CrossArm(view, enc, self.data_guarded)
 
     # ------------------------------------------------------------ values
     def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
@@ -257,8 +259,7 @@ class Expander:
             inside = [z3.And(c >= 0, c < e) for c, e in zip(coords, extents)] if len(extents) == len(coords) else []
             return [Alt(values, name, coords, inside, [Step("source", aid, acc.stmt, acc.buffer, inst)])]
         if aid in self.cross_arm:
-            return [self._unknown(inst, "the loaded value may come from a store in the other arm of a wave-specialized "
-                                        "`if`, a flow that is not followed yet")]
+            return self.cross_arm_load(aid, inst, seen)
         if aid in seen:
             return [self._unknown(inst, "loop-carried provenance cycle")]
         out: list[Alt] = []
@@ -281,6 +282,34 @@ class Expander:
         if unwritten is not None:  # no store wrote the element yet: it holds no tagged value
             out.append(Alt(None, "", [], unwritten, [Step("load", aid, acc.stmt, acc.buffer, inst,
                                                           "no store wrote this element before the read")]))
+        return out
+
+    def cross_arm_load(self, aid: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
+        """A load of an untagged shared buffer that the other arm of a wave-specialized `if` stores
+        into: one alternative per store of that arm (any of its threads and iterations, in an
+        earlier barrier interval, not overwritten in between) and one for "not written yet"
+        (cross_arm.py); UNKNOWN where the kernel is outside what that module states."""
+        plan = self.arms.plan(aid, bool(self.reaching.get(aid)))
+        if not isinstance(plan, Plan):
+            return [self._unknown(inst, "the loaded value may come from a store in the other arm of a wave-specialized "
+                                        f"`if`, a flow that is not followed here: {plan}")]
+        if aid in seen:
+            return [self._unknown(inst, "loop-carried provenance cycle")]
+        acc = self.view.accesses[aid]
+        out: list[Alt] = []
+        for sa in plan.stores:
+            store = self.view.accesses[sa]
+            writer, cons = self.arms.writer(plan, sa, acc, inst)
+            cons += self.same_element(store, writer, acc, inst)
+            cons.append(Deferred(partial(self.arms.not_overwritten, plan, sa, writer, acc, inst)))
+            hop = [Step("load", aid, acc.stmt, acc.buffer, inst),
+                   Step("store", sa, store.stmt, store.buffer, writer, "in the other arm, an earlier barrier interval")]
+            for sub in self.value(self.view.store_value[sa], writer, seen + (aid,)):
+                out.append(Alt(sub.tag, sub.tag_name, sub.coords, cons + sub.constraints, hop + sub.chain,
+                               sub.unknown, sub.stat, sub.zero, sub.flow, sub.flow_sites, sub.dropped))
+        out.append(Alt(None, "", [], self.arms.unwritten(plan, acc, inst), [Step(
+            "load", aid, acc.stmt, acc.buffer, inst, "no store of the other arm wrote this element in an earlier "
+                                                     "barrier interval")]))
         return out
 
     def same_element(self, store, writer: Instance, load, reader: Instance) -> list[z3.BoolRef]:

@@ -12,7 +12,10 @@ extent E_d in each dimension (e.g. 64 * ceil(M / 64) rows for a tail tile). The 
   4. an instance of U whose element is in range passes the guard        (nothing in range is cut)
 
 1 and 2 are preconditions: where they fail (the guess of P is wrong, or the guard selects lanes
-rather than a range) the obligation is UNKNOWN, never a violation. 3 and 4 are the queries:
+rather than a range) the obligation is UNKNOWN, never a violation. A guard on the thread id alone
+(the arm of a wave-specialized `if`: `wave_id() < 4`) selects threads: U is then taken over the
+threads that pass it (enumerated over the block, thread_guards.py), |U| counts only those, and
+4 checks the other guards. 3 and 4 are the queries:
 a model of either is an element nobody writes (the simulator's write counts confirm it: zero).
 P is guessed as the extent where U stays in range, |U| / (the other P_d) when one dimension
 overruns, and the grid extent times the per-block stride of the coordinate otherwise; the guess
@@ -31,6 +34,7 @@ from ..hw.expr import symbols
 from .chains import Alt, Step
 from .query import Query
 from .smt import Instance
+from .thread_guards import constant_block, passing, thread_only
 
 if TYPE_CHECKING:
     from .access_queries import AccessQueries
@@ -65,7 +69,8 @@ class GuardedCoverage:
         if self._sat([total < elements]):  # too few instances, whatever the guard
             return [self.access.count_query(store.aid, site, total, total < elements)]
         extents = [self.enc.int_term(e, {}) for e in self.view.dims[buf]]
-        u = self.enc.new_instance(store.stmt, "pad", with_guards=False)
+        selecting, total = self._thread_guards(store, total)
+        u = self._unguarded(store, selecting)
         coords = [self.enc.int_term(c, u.env) for c in store.coords]
         padded = []
         for d, (c, e) in enumerate(zip(coords, extents)):
@@ -86,7 +91,7 @@ class GuardedCoverage:
             product = product * p
         checks = [(u.constraints + [outside], "the guarded store writes outside its padded extent"),
                   ([product != total], "the guarded store's instances do not fill its padded extent")]
-        twin = self.enc.new_instance(store.stmt, "pad", with_guards=False)
+        twin = self._unguarded(store, selecting)
         keys = [k for k in u.env if k != "slot"]
         same = [a == self.enc.int_term(c, twin.env) for a, c in zip(coords, store.coords)]
         checks.append((u.constraints + twin.constraints + same + [self.access._distinct(u, twin, keys)],
@@ -95,7 +100,27 @@ class GuardedCoverage:
             r = self._sat(formulas)
             if r is None or r:
                 return unknown(why if r else f"solver returned unknown ({why})")
-        return self._queries(store, u, coords, extents, box, padded)
+        return self._queries(store, u, coords, extents, box, padded, selecting)
+
+    def _thread_guards(self, store, total: z3.ArithRef) -> tuple[list[tuple[int, int]], z3.ArithRef]:
+        """The store's guards on the thread id alone (the arm of a wave-specialized `if`) select
+        threads, not a range: U is taken over the threads that pass them (enumerated), and its
+        count scaled to them (instance_count is threads x the thread-independent trips)."""
+        if not constant_block(self.view, self.enc):
+            return [], total
+        selecting = [(c, p) for c, p in self.view.all_guards(store.stmt) if thread_only(self.view, c)]
+        if not selecting:
+            return [], total
+        threads = int(passing(self.view, self.enc, selecting).sum())
+        return selecting, total / self.enc.block_size() * threads
+
+    def _unguarded(self, store, selecting: list[tuple[int, int]]) -> Instance:
+        """An instance of U: the store without its guards, except those that select threads."""
+        u = self.enc.new_instance(store.stmt, "pad", with_guards=False)
+        for cond, pol in selecting:
+            g = self.enc.bool_term(cond, u.env)
+            u.constraints.append(g if pol else z3.Not(g))
+        return u
 
     def _padded_box(self, store, u: Instance, coords, extents, padded: list[int],
                     total: z3.ArithRef) -> list[z3.ArithRef] | None:
@@ -123,7 +148,8 @@ class GuardedCoverage:
             box[d] = grid * solver.model().eval(step, model_completion=True)
         return box
 
-    def _queries(self, store, u: Instance, coords, extents, box, padded: list[int]) -> list[Query]:
+    def _queries(self, store, u: Instance, coords, extents, box, padded: list[int],
+                 selecting: list[tuple[int, int]]) -> list[Query]:
         buf = store.buffer
         shape = Alt([], "missing", extents, [], [])
         out = []
@@ -134,6 +160,8 @@ class GuardedCoverage:
         inside = [z3.And(c >= 0, c < e) for c, e in zip(coords, extents)]
         guards = []
         for cond, pol in self.view.all_guards(store.stmt):
+            if (cond, pol) in selecting:  # U holds only the threads that pass it
+                continue
             g = self.enc.bool_term(cond, u.env)
             guards.append(g if pol else z3.Not(g))
         if guards:  # an instance in range that its guard turns away
