@@ -98,6 +98,23 @@ def test_obligation_naming_a_missing_id_is_a_rule_error(ave, tmp_path):
     assert error["kind"] == "rules" and "user/ghost" in error["message"] and "'eq' takes" in error["message"]
 
 
+BOGUS_STORE = """// @id user/bogus-store
+// @title Adds a reaching store that does not exist to a core relation
+// @severity error
+reaching_store(k, la, 999999, 0, 0, 0) :- access(k, la, _, _, "load").
+"""
+
+
+def test_a_core_relation_row_with_a_missing_id_is_a_rule_error(ave, tmp_path):
+    """A --rules file may add rows to the core rules' relations: an id the kernel lacks is the rules'
+    error (exit 4) naming the row, not an internal error of the chains that index by it."""
+    (tmp_path / "bogus.dl").write_text(BOGUS_STORE)
+    r = ave("check", EXAMPLES / "gemm_naive.ave", "--rules", tmp_path, "--json")
+    assert r.code == 4, r.out + r.err
+    [error] = r.json()["errors"]
+    assert error["kind"] == "rules" and "reaching_store(" in error["message"] and "no access 999999" in error["message"]
+
+
 def test_an_encoder_failure_is_an_internal_error_not_the_rules_fault(monkeypatch):
     """A look-up failing while formulas are built, for ids that exist, is a bug of the checker: it
     surfaces as an internal error of that kernel (exit 70; pipeline.run catches it per kernel), never as

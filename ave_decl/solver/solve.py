@@ -21,6 +21,7 @@ from .budgets import SMALL_MODEL_RLIMIT
 from .canonical_model import canonical_model, free_constants, model_of_values, model_values
 from .chains import Alt, Expander, Step, eval_map
 from .deferred import has_deferred, relaxed, strict
+from .derived_ids import check_derived_ids
 from .drops_range import check_drops_ranks
 from .hints import bounds_hint, fix_hint
 from .query import Query
@@ -88,6 +89,7 @@ OPERAND_KINDS: dict[str, tuple[str, str, str]] = {
 class KernelSolver:
     def __init__(self, view: KernelView, derived: dict[str, list[tuple]], metadata: dict[str, dict[str, str]],
                  timeout_s: float, violation_sets: bool = True):
+        check_derived_ids(view, derived)  # rows a --rules file added with ids the kernel lacks: exit 4
         self.violation_sets = violation_sets
         self.view = view
         self.enc = Encoder(view)
