@@ -81,7 +81,8 @@ def early(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
 def test_a_flow_outside_the_stated_form_stays_unknown():
     """A producer store under a condition on the loop does not fill a whole stage per iteration:
     the flow is not followed, and what the consumer stores is UNKNOWN, never VERIFIED."""
-    text = MATCHED.read_text().replace("            " + _PRODUCER, "            if it < 3:\n                " + _PRODUCER)
+    guarded = "            if it < 3:\n                " + _PRODUCER
+    text = MATCHED.read_text().replace("            " + _PRODUCER, guarded)
     assert text != MATCHED.read_text()
     (f,) = _findings(ave_decl.check(text, path="m.ave"), "ave/epilogue-placement")
     assert f.verdict == Verdict.UNKNOWN and "does not write a whole slice" in f.reason, f.reason
@@ -199,13 +200,36 @@ def test_barrier_counts(body, verdict, words):
     assert words in f.message + f.reason
 
 
-def test_an_asynchronous_copy_across_the_arms_stays_unknown():
-    """A copy lands at a wait, not at a barrier: its flow into the other arm is not followed."""
-    text = MATCHED.read_text().replace(_PRODUCER, "async_copy(S[it % 2, t], A[base + it * 256 + t])\n"
-                                                   "            async_wait()")
-    report = ave_decl.check(text, path="m.ave")
+_COPY = "async_copy(S[it % 2, t], A[base + it * 256 + t])\n            async_wait()"
+
+
+def test_a_copy_waited_for_before_the_barrier_is_followed_across_the_arms():
+    """A full wait before the next barrier on every path: the copy has landed within its barrier
+    interval, so it reaches the other arm (and races there) like a store."""
+    report = ave_decl.check(MATCHED.read_text().replace(_PRODUCER, _COPY), path="m.ave")
+    (k,) = report.kernels
+    assert k.verdict == Verdict.VERIFIED, [(f.invariant, f.reason) for f in k.findings]
+    wrong = MATCHED.read_text().replace(_PRODUCER, _COPY.replace("S[it % 2, t]", "S[(it + 1) % 2, t]"))
+    (f,) = _findings(ave_decl.check(wrong, path="m.ave", confirm=True), "ave/epilogue-placement")
+    assert f.verdict == Verdict.VIOLATION and f.replay["confirmed"], (f.message, f.replay)
+
+
+def test_a_copy_not_waited_for_before_the_barrier_stays_unknown():
+    """Without a wait the copy may land after the barrier: neither its flow nor its races across
+    the arms are followed, and the kernel is UNKNOWN, never VERIFIED."""
+    report = ave_decl.check(MATCHED.read_text().replace(_PRODUCER, _COPY.split("\n")[0]), path="m.ave")
     (k,) = report.kernels
     assert k.verdict == Verdict.UNKNOWN
     assert not [f for f in _findings(report) if f.verdict == Verdict.VIOLATION]
     (f,) = _findings(report, "ave/epilogue-placement")
     assert f.verdict == Verdict.UNKNOWN and "other arm" in f.reason, f.reason
+    assert any("copies across the arms are not checked" in f.reason for f in _findings(report, "ave/shared-race"))
+
+
+def test_a_waited_copy_read_in_its_own_interval_is_a_replayed_race():
+    bar = "            syncthreads()\n"
+    read = "            C[base + it * 256 + t % 256] = S[it % 2, t % 256]\n"
+    text = MATCHED.read_text().replace(_PRODUCER, _COPY).replace(bar + read + bar, read + bar + bar)
+    races = [f for f in _findings(ave_decl.check(text, path="m.ave", confirm=True), "ave/shared-race")
+             if f.verdict == Verdict.VIOLATION]
+    assert races and races[0].replay["confirmed"], races

@@ -133,7 +133,8 @@ class Expander:
         self._slices: dict[tuple[int, int], bool] = {}
         self.kill_depths = kill_depths(view)
         self.unwritten = Unwritten(view, enc, self.data_guarded, self.kill_depths)
-        self.arms = CrossArm(view, enc, self.data_guarded)
+        steps = {(la, sa) for _k, la, sa, _n in derived.get("chain_step", [])}
+        self.arms = CrossArm(view, enc, self.data_guarded, steps)
 
     # ------------------------------------------------------------ values
     def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:

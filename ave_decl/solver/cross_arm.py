@@ -45,11 +45,14 @@ class Plan:
 
 
 class CrossArm(BarrierCount):
-    def __init__(self, view: KernelView, enc: Encoder, data_guarded: set[int]):
+    def __init__(self, view: KernelView, enc: Encoder, data_guarded: set[int], steps: set[tuple[int, int]]):
         super().__init__(view, enc)
         self.data_guarded = data_guarded
         self._plans: dict[int, Plan | str] = {}
         self.asynchronous = {a for _k, a in view.kf.relation("async_store")}
+        # (load, store) chain steps of the rules: a copy across the arms is one only when it has
+        # landed by the next barrier of its arm (`arm_reach`, `copy_late`)
+        self.steps = steps
 
     def plan(self, aid: int, reaching: bool) -> Plan | str:
         """The plan for load `aid`, or why its flow is not followed (cached)."""
@@ -68,8 +71,9 @@ class CrossArm(BarrierCount):
         if len(splits) != 1 or None in splits:
             return "the buffer is also stored outside the other arm of the `if`"
         ((branch, arm),) = splits
-        if any(s.aid in self.asynchronous for s in stores):
-            return "a store of the other arm is an asynchronous copy (it lands at a wait, not at a barrier)"
+        if any(s.aid in self.asynchronous and (aid, s.aid) not in self.steps for s in stores):
+            return ("a store of the other arm is an asynchronous copy that may land after the next barrier of its "
+                    "arm (no full wait before it on some path)")
         if view.enclosing_loops(branch):
             return "the `if` runs in a loop (stores of its earlier executions are not followed)"
         for arm_of in (arm, 1 - arm):
@@ -123,7 +127,8 @@ class CrossArm(BarrierCount):
         if not all(looped(n) for c in store.coords[:first] for n in symbols(table, c)):
             return False
         guards = view.all_guards(store.stmt)
-        if not all(threaded(n) for c in list(store.coords[first:]) + [c for c, _p in guards] for n in symbols(table, c)):
+        per_thread = list(store.coords[first:]) + [c for c, _p in guards]
+        if not all(threaded(n) for c in per_thread for n in symbols(table, c)):
             return False
         env, keep = block_threads(self.enc), passing(view, self.enc, guards)
         flat = np.zeros(self.enc.block_size(), dtype=np.int64)
