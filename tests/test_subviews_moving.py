@@ -61,11 +61,13 @@ def test_page_bugs_are_replayed_violations(old, new, invariants, race):
     ("% 2 * 128, (128,)", "% 3 * 128, (128,)", "its offset lies in [0, 256], it needs [0, 128]"),
     ("(it // 128) % 2 * 128, (128,)", "it, (128,)", "its offset lies in [0, inf]"),
     ("(it // 128) % 2 * 128, (128,)", "t % 2 * 128, (128,)", "depends on thread_id(0)"),
-    ("        P[t] = A[it + t]\n", '        tag(P, lambda i: (i,), "A")\n        P[t] = A[it + t]\n',
-     "a subview at an offset that varies: a tag on it is not supported"),
-    # a tag whose components follow the page's iteration: a shared buffer's tag names no loop variable
-    ("        P[t] = A[it + t]\n", '        tag(P, lambda i: (it + i,), "A", it)\n        P[t] = A[it + t]\n',
-     "a subview at an offset that varies: a tag on it is not supported"),
+    # a moving subview's tag is a claim about what each iteration stores: bound before the first store
+    ("        syncthreads()\n", '        tag(P, lambda i: (it + i,), "A", it)\n        syncthreads()\n',
+     "tag the moving subview 'P' before its first store"),
+    # ... and it names only the loop variables the view moves with (it is declared anew in their iterations)
+    ("    smem = shared(f32, (256,))\n", '    smem = shared(f32, (256,))\n    Q = subview(smem, 0, (128,))\n'
+     '    for j in range(2):\n        tag(Q, lambda i: (i + j,), "Q", j)\n',
+     "components cannot depend on a loop variable"),
 ])
 def test_unprovable_or_escaping_moving_subviews_are_located_errors(old, new, words, tmp_path, ave):
     path = tmp_path / "k.ave"
@@ -75,6 +77,42 @@ def test_unprovable_or_escaping_moving_subviews_are_located_errors(old, new, wor
         for command in ("simulate", "run"):
             r = ave(command, path, "--sizes", "N=256")
             assert r.code == 3 and (r.out + r.err).splitlines()[0] == out.splitlines()[0], r.out + r.err
+
+
+# a tag on the moving page: element i of the page of iteration `it` holds A[it + i]
+TAGGED = ("        P[t] = A[it + t]\n", '        tag(P, lambda i: (it + i,), "A", it)\n        P[t] = A[it + t]\n')
+
+
+def test_a_tagged_moving_subview_verifies_and_simulates(ave, tmp_path):
+    """A tag on a subview whose offset moves with `it` may name `it`: its stores are checked against
+    it in each iteration (ave/shared-round-trip); check, simulate and run agree."""
+    text = _variant(*TAGGED)
+    (k,) = ave_decl.check(text, path="pages.ave").kernels
+    assert k.verdict == Verdict.VERIFIED, [f.message for f in k.findings if f.verdict != Verdict.VERIFIED]
+    assert any(f.invariant == "ave/shared-round-trip" for f in k.findings)
+    ((_, r),) = simulate_source(SourceFile("pages.ave", text), {"N": 384})
+    assert r.reference["ok"] and r.shadow_ok and not r.races
+    path = tmp_path / "pages.ave"
+    path.write_text(text)
+    run = ave("run", path, "--sizes", "N=384")
+    assert run.code == 0 and "0 of 384 elements differ" in run.out, run.out + run.err
+
+
+@pytest.mark.parametrize("old, new, invariant, line", [
+    # a store the tag does not name: thread t stages the neighbour's element
+    ("P[t] = A[it + t]", "P[t] = A[it + (t + 1) % 128]", "ave/shared-round-trip", 17),
+    # only the first two iterations fill their page: the third reads page 0 as iteration 0 left it.
+    # Its loads are no roots (a tag naming `it` would claim the stale element is A[256 + i]): they
+    # follow their stores, so the stale value reaches C and is caught there
+    ("        P[t] = A[it + t]\n", "        if it < 256:\n            P[t] = A[it + t]\n", "ave/epilogue-placement", 20),
+])
+def test_a_tagged_moving_subview_catches_wrong_and_stale_pages(old, new, invariant, line):
+    text = _variant(*TAGGED).replace(old, new)
+    (k,) = ave_decl.check(text, path="pages.ave", confirm=True).kernels
+    bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
+    first = min(bad, key=lambda f: f.location.line)
+    assert (first.invariant, first.location.line) == (invariant, line), [f.message for f in bad]
+    assert all(f.replay["confirmed"] for f in bad), [f.replay for f in bad]
 
 
 def test_offset_ranges_by_interval_arithmetic():

@@ -315,10 +315,9 @@ class StatementLowering:
                            f"{buf.rank}", lam)
         if buf.tagged:
             raise self.err(f"'{buf.name}' already has a tag binding (one binding per tensor)", e)
-        if buf.base is not None:
-            raise self.err(f"'{buf.name}' is a subview at an offset that varies: a tag on it is not supported (its "
-                           f"region and contents move with the loop, and a shared buffer's tag holds for the whole "
-                           f"kernel, naming no loop variable); leave it untagged: provenance flows through it", e)
+        if buf.base is not None and buf.stored:
+            raise self.err(f"tag the moving subview '{buf.name}' before its first store: the tag is a claim about "
+                           f"every value stored into it in each iteration", e)
         if buf.has_views:
             raise self.err(f"'{buf.name}' has subviews: tag the subviews instead of the storage they share", e)
         free = free_names(lam.body, set(lam.params))
@@ -336,9 +335,10 @@ class StatementLowering:
         loops: set[int] = set()
         for c, node in zip(comps, body):
             used = {n for n in symbols(self.t, c) if n.startswith("loop:")}
-            if used and buf.space != "local":
+            if used and buf.space != "local" and not self._moves_with(buf, used):
                 raise self.err("a tag binding of a tensor or shared buffer holds for the whole kernel, so its "
-                               "components cannot depend on a loop variable (a register array's tag can)", node)
+                               "components cannot depend on a loop variable (a register array's tag can, and a "
+                               "subview's on the loop variables its offset moves with)", node)
             loops |= {int(n.split(":", 1)[1]) for n in used}
         self.env = saved
         if buf.space == "local" and buf.stored:
@@ -349,6 +349,11 @@ class StatementLowering:
         self.facts.add("tag_bind", buf.id, name.value, len(comps), sid)
         for i, c in enumerate(comps):
             self.facts.add("tag_comp", buf.id, i, c)
+
+    def _moves_with(self, buf: Buffer, loops: set[str]) -> bool:
+        """Whether `buf` is a subview whose offset moves with every loop in `loops`: it is declared
+        anew in each of their iterations (and used only there), so its tag may name them."""
+        return buf.base is not None and loops <= symbols(self.t, buf.base)
 
     def _operand(self, e: A.Expr, what: str) -> tuple[DVal, Buffer | None]:
         """A data value, or a whole local buffer read slot by slot."""

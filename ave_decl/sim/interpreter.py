@@ -400,7 +400,8 @@ class Simulator(MemoryModel, ShadowChecks):
         dims = e.args[2]
         shape = tuple(self._const(d) for d in (dims.elts if isinstance(dims, A.Tuple) else (dims,)))
         view = Buf(name, "shared", storage.dtype, shape, Based(row_major(*shape), self._const(e.args[1])),
-                   storage.data, storage.tag, storage.arity, cosize=storage.size, storage=storage)
+                   storage.data, storage.tag, storage.arity, cosize=storage.size, storage=storage,
+                   moving=bool(self.loop_vars) and any(isinstance(n, A.Name) for n in walk(e.args[1])))
         # a subview at an offset that varies is declared again in each iteration: one view per name
         storage.views = [v for v in storage.views if v.name != name] + [view]
         self.env[name] = view

@@ -118,7 +118,8 @@ class MemoryModel:
             self._race_check(buf, "load", ok, addr, node)
         if not self.shadow:  # without shadow checks no tag is ever read (nor stored, nor asserted)
             tag, arity = np.zeros(self.shape + (LMAX,), ITYPE), np.zeros(self.shape, ITYPE)
-        elif buf.tag_fn is not None and buf.space != "local":  # a register tag is a claim checked at stores
+        elif buf.tag_fn is not None and buf.space != "local" and not buf.moving:  # a register tag (and a
+            # moving subview's, rules/provenance.dl) is a claim checked at stores: loads read what was stored
             tag, arity = self._tag_of(buf, idx)
         elif buf.space == "global":
             tag, arity = np.zeros(self.shape + (LMAX,), ITYPE), np.zeros(self.shape, ITYPE)

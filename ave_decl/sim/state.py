@@ -77,6 +77,7 @@ class Buf:
     written: bool = False
     cosize: int | None = None  # shared: the storage a padded layout spans (one past its largest offset)
     storage: "Buf | None" = None  # a subview: the shared buffer whose arrays it shares (its layout is Based)
+    moving: bool = False  # a subview whose offset moves with a loop: its loads read the stored tags
     views: list = field(default_factory=list)  # a shared buffer: its subviews
 
     @property

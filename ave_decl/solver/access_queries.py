@@ -91,14 +91,16 @@ class AccessQueries:
         return out
 
     def outside_views(self, site: int, aid: int) -> list[Query]:
-        """A store through one alias of a storage lands in no tagged subview of it but its own."""
+        """A store through one alias of a storage lands in no tagged subview of it but its own. A
+        moving subview (base -1) is not one of them: its loads follow their stores (no roots,
+        rules/provenance.dl), so what another alias stores there is checked where it is used."""
         acc = self.view.accesses[aid]
         storage = self.view.aliases.get(acc.buffer, (acc.buffer, 0))[0]
         inst = self.enc.new_instance(site, "u")
         addr = self.enc.int_term(acc.addr, inst.env)
         inside = []
         for v, (s, base) in sorted(self.view.aliases.items()):
-            if s == storage and v != acc.buffer and v in self.view.tags:
+            if s == storage and v != acc.buffer and v in self.view.tags and base >= 0:
                 size = self.enc.int_term(self.view.buffers[v][1], inst.env)
                 inside.append(z3.And(addr >= base, addr < base + size))
         alt = self._access_alt(aid, inst, "store")
