@@ -24,7 +24,7 @@ from ..lang.depth import walk
 from ..lang.resolve import SLOT_REDUCTIONS, butterfly_operand
 from .inputs import random_inputs, tensor_dims, tensor_shape
 from .limits import check_memory, check_shared, check_size_values
-from .memory import MemoryModel
+from .memory import ArrayMemo, MemoryModel
 from .race_detector import RaceDetector
 from .shadow import ShadowChecks
 from .statistics import along_axis, matches_row, reduce_rows
@@ -46,6 +46,9 @@ from .state import (
 )
 
 _DONE = object()  # what next() gives for an arm that ran to its end
+_KEEP_PER_NODE = 32  # values eval keeps per integer expression (e.g. ks x v of a GEMM's inner loops)
+_KEEP_BYTES = 128 * 2 ** 20  # and in all: a few hundred (B, T) arrays at 1024^3
+_ADDRESS_BYTES = 96 * 2 ** 20  # the addresses of accesses kept (memory.ArrayMemo)
 
 
 class Simulator(MemoryModel, ShadowChecks):
@@ -72,9 +75,12 @@ class Simulator(MemoryModel, ShadowChecks):
         self.tag_names: dict[str, int] = {}
         self.constants: dict[tuple[int, tuple[int, int]], np.ndarray] = {}  # _ival's broadcasts
         # eval's reuse of integer expressions, by node id: [node (kept, so its id is not reused),
-        # its free names (None: not an integer expression), their env objects, the value]
+        # its free names (None: not an integer expression), {ids of their env objects: (those
+        # objects, kept alive so the ids are not reused; the value)}]
         self.kept: dict[int, list] = {}
+        self.kept_bytes = 0  # the values' bytes in `kept` (at most _KEEP_BYTES)
         self.augmented: dict[int, tuple[A.AugAssign, A.BinOp]] = {}  # _desugared
+        self.addresses = ArrayMemo(_ADDRESS_BYTES)  # _flat's (address, in bounds) of kept indices
         with np.errstate(all="ignore"):  # x / 0, inf - inf, overflow: modelled values, not warnings
             self._setup(blocks)
 
@@ -387,8 +393,9 @@ class Simulator(MemoryModel, ShadowChecks):
             self.env[name] = v
         elif isinstance(v, (np.ndarray, np.ndarray, int)) and not isinstance(v, Buf):
             v = self._ival(v)
+            # with every lane active the new value is v itself (kept by eval: later reads hit its memo)
             self.env[name] = np.where(self.active, v, old) if isinstance(old, np.ndarray) and \
-                old.shape == self.shape else v
+                old.shape == self.shape and not self.active.all() else v
         else:
             self.env[name] = v
 
@@ -465,24 +472,39 @@ class Simulator(MemoryModel, ShadowChecks):
         return self._ival(np.asarray(v, ITYPE))
 
     def eval(self, e: A.Expr):
-        """The value of `e` for every (block, thread). An integer expression's value is kept
-        (with the env objects of its free names) and reused while those objects are unchanged:
-        index arithmetic is mostly loop-invariant, and env arrays are never written in place."""
+        """The value of `e` for every (block, thread). An integer expression's values are kept
+        (with the env objects of its free names) and reused while those objects come back: index
+        arithmetic is mostly loop-invariant or depends on inner loop variables only, a loop
+        variable's value is one shared array per integer (`_ival`), and env arrays are never
+        written in place. Several values per node, so `ks + 4 * v` computed in the first
+        iteration of an outer loop is reused by every later one."""
         if type(e) is not A.BinOp:
             return self._eval(e)
         kept = self.kept.get(id(e))
         if kept is None or kept[0] is not e:
-            kept = self.kept[id(e)] = [e, _integer_names(e), (), None]
+            kept = self.kept[id(e)] = [e, _integer_names(e), {}]
         if kept[1] is None:
             return self._eval(e)
         deps = tuple(self.env.get(n) for n in kept[1])
-        if kept[3] is not None and all(x is y for x, y in zip(kept[2], deps)):
-            return kept[3]
+        key = tuple(map(id, deps))
+        hit = kept[2].get(key)
+        if hit is not None:
+            return hit[1]
         v = self._eval(e)
         if isinstance(v, np.ndarray) and all(isinstance(d, np.ndarray) for d in deps):
             v.flags.writeable = False  # shared by later evaluations: nobody may write it in place
-            kept[2], kept[3] = deps, v
+            self._keep(kept[2], key, deps, v)
         return v
+
+    def _keep(self, entries: dict, key: tuple, deps: tuple, v: np.ndarray) -> None:
+        """Remember one value of a node: at most _KEEP_PER_NODE values per node (the oldest goes
+        first) and _KEEP_BYTES in all, so an expression of a counter that never repeats (`i += 1`)
+        or of an outer loop variable costs a bounded amount of memory."""
+        if entries and (len(entries) >= _KEEP_PER_NODE or self.kept_bytes + v.nbytes > _KEEP_BYTES):
+            self.kept_bytes -= entries.pop(next(iter(entries)))[1].nbytes
+        if self.kept_bytes + v.nbytes <= _KEEP_BYTES:
+            entries[key] = (deps, v)
+            self.kept_bytes += v.nbytes
 
     def _eval(self, e: A.Expr):
         if isinstance(e, A.Name):
@@ -827,7 +849,7 @@ class Simulator(MemoryModel, ShadowChecks):
         keep = np.asarray(self.active)[..., None]
         if out.dtype in ROUND:  # an existing narrow array receiving the f32 result rounds it
             d = narrow(np.asarray(d, np.float32), out.dtype)
-        out.data = np.where(keep, d, out.data)
+        out.data = d if keep.all() else np.where(keep, d, out.data)
         if self.shadow:
             self._mma_shadow(instr, a, b, c, out, keep, s, (ar, ac, br, bc, cr, cc), W)
 

@@ -7,6 +7,44 @@ from ..lang import ast as A
 from .state import ITYPE, LMAX, ROUND, Buf, Data, Failure, masked_of, narrow
 
 
+class ArrayMemo:
+    """Values computed from read-only arrays, keyed by those arrays' ids. Each entry keeps its
+    source objects alive, so an id in a key is never reused while the entry exists; the sources
+    must never be written in place (eval's kept values and constant broadcasts are read-only).
+    At most `budget` bytes of values, the least recently used entry going first; a key is kept
+    only when it misses a second time, so the addresses of an outer loop's fresh indices (a GEMM's
+    global loads at each K tile, never repeated) do not push out those an inner loop reuses."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.used = 0
+        self.entries: dict[tuple, tuple[tuple, tuple[np.ndarray, ...], int]] = {}
+        self.seen: set[tuple] = set()  # keys that missed once (a reused id only admits early)
+
+    def get(self, key: tuple) -> tuple[np.ndarray, ...] | None:
+        hit = self.entries.pop(key, None)
+        if hit is None:
+            return None
+        self.entries[key] = hit  # most recently used: last in the dict's order
+        return hit[1]
+
+    def put(self, key: tuple, sources: tuple, values: tuple[np.ndarray, ...]) -> None:
+        if key not in self.seen:
+            if len(self.seen) >= 1 << 16:
+                self.seen.clear()
+            self.seen.add(key)
+            return
+        size = sum(v.nbytes for v in values)
+        if size > self.budget:
+            return
+        while self.entries and self.used + size > self.budget:
+            self.used -= self.entries.pop(next(iter(self.entries)))[2]
+        for v in values:
+            v.flags.writeable = False  # shared by later accesses: nobody may write it in place
+        self.entries[key] = (sources, values, size)
+        self.used += size
+
+
 class MemoryModel:
     """Memory of the simulator: addressing, loads and stores, bounds, races, async copies."""
 
@@ -58,7 +96,16 @@ class MemoryModel:
         if idx and all(c.shape == self.shape and not any(c.strides) for c in idx):
             addr, ok = self._flat_lanes(buf, [c.reshape(-1)[:1] for c in idx])
             return np.broadcast_to(addr.reshape(()), self.shape), np.broadcast_to(ok.reshape(()), self.shape)
-        return self._flat_lanes(buf, idx)
+        if not all(c.flags.writeable is False for c in idx):  # a fresh index (data-dependent): not kept
+            return self._flat_lanes(buf, idx)
+        # index arrays kept by eval (read-only, reused while their names' values come back): the
+        # same access in a later iteration of an outer loop has the same addresses
+        key = (id(buf), *map(id, idx))
+        hit = self.addresses.get(key)
+        if hit is None:
+            hit = self._flat_lanes(buf, idx)
+            self.addresses.put(key, (buf, *idx), hit)
+        return hit  # type: ignore[return-value]
 
     def _flat_lanes(self, buf: Buf, idx: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         ok = None
@@ -100,7 +147,14 @@ class MemoryModel:
     def _cells(self, buf: Buf, safe: np.ndarray) -> np.ndarray:
         """Each (block, thread)'s element of a shared or local buffer, as an index into its flat storage."""
         rows = self.block_rows if buf.space == "shared" else self.lane_rows
-        return rows * buf.size + safe
+        if safe.flags.writeable or not any(safe.strides):  # fresh, or a uniform index's broadcast (made anew)
+            return rows * buf.size + safe
+        key = ("cells", buf.space, buf.size, id(safe))  # a kept address (_flat): its cells are kept too
+        hit = self.addresses.get(key)
+        if hit is None:
+            hit = (rows * buf.size + safe,)
+            self.addresses.put(key, (safe,), hit)
+        return hit[0]
 
     def load(self, buf: Buf, idx: list[np.ndarray], node) -> Data:
         addr, ok = self._flat(buf, idx)
@@ -117,7 +171,7 @@ class MemoryModel:
         if buf.space == "shared":
             self._race_check(buf, "load", ok, addr, node)
         if not self.shadow:  # without shadow checks no tag is ever read (nor stored, nor asserted)
-            tag, arity = np.zeros(self.shape + (LMAX,), ITYPE), np.zeros(self.shape, ITYPE)
+            tag, arity = self._no_tags()
         elif buf.tag_fn is not None and buf.space != "local" and not buf.moving:  # a register tag (and a
             # moving subview's, rules/provenance.dl) is a claim checked at stores: loads read what was stored
             tag, arity = self._tag_of(buf, idx)
@@ -128,7 +182,19 @@ class MemoryModel:
         masked = None
         if buf.masked is not None:
             masked = np.take(buf.masked, cell)
-        return Data(v, tag, arity if every else np.where(ok, arity, 0), masked)
+        exact = buf.dtype if buf.space == "shared" and buf.dtype in ROUND else None
+        return Data(v, tag, arity if every else np.where(ok, arity, 0), masked, exact)
+
+    def _no_tags(self) -> tuple[np.ndarray, np.ndarray]:
+        """Top tags and arities of every lane, read-only broadcasts made once: a load without
+        shadow checks needs them only to build its Data, and zeroing 24 bytes per lane per load
+        was a tenth of a 1024^3 GEMM's loads."""
+        key = ("no tags", self.shape)
+        kept = self.constants.get(key)  # type: ignore[call-overload]
+        if kept is None:
+            kept = self.constants[key] = (np.broadcast_to(np.zeros((), ITYPE), self.shape + (LMAX,)),  # type: ignore[index]
+                                          np.broadcast_to(np.zeros((), ITYPE), self.shape))
+        return kept
 
     def _race_check(self, buf: Buf, kind: str, ok, addr, node) -> None:
         bs, ts, lanes = self._lanes(self.active & ok)
@@ -172,7 +238,8 @@ class MemoryModel:
         bs, ts, lanes = self._lanes(self.active & ok)
         a = self._pick(addr, lanes)
         vals = self._pick(data.v, lanes)
-        if buf.dtype in ROUND:  # the element type's storage holds fewer bits: the hardware rounds on store
+        slot = self._slot_of(buf, addr, lanes)
+        if buf.dtype in ROUND and data.exact != buf.dtype:  # the storage holds fewer bits: the hardware rounds
             vals = narrow(np.asarray(vals, np.float32), buf.dtype)
         if buf.space == "global":
             cell = a
@@ -186,17 +253,34 @@ class MemoryModel:
             if root.views:
                 self._foreign_store(buf, root, addr, ok, s)
         buf.data = _contiguous(buf.data)
-        buf.data.reshape(-1)[cell] = vals
+        self._put(buf.data.reshape(-1), cell, slot, vals)
         if buf.space == "global" or not self.shadow:  # global tags come from tag functions; values never read tags
             return
         if data.masked is not None or buf.masked is not None:
             if buf.masked is None:
                 buf.masked = np.zeros(buf.arity.shape, bool)  # type: ignore[union-attr]
             mk = self._pick(data.masked, lanes) if data.masked is not None else False
-            np.put(buf.masked, cell, mk)
+            buf.masked = _contiguous(buf.masked)
+            self._put(buf.masked.reshape(-1), cell, slot, mk)
         buf.tag, buf.arity = _contiguous(buf.tag), _contiguous(buf.arity)  # type: ignore[arg-type]
-        _rows(buf.tag)[cell] = self._pick(_rows(np.ascontiguousarray(data.tag)), lanes)
-        buf.arity.reshape(-1)[cell] = self._pick(data.arity, lanes)
+        self._put(_rows(buf.tag), cell, slot, self._pick(_rows(np.ascontiguousarray(data.tag)), lanes))
+        self._put(buf.arity.reshape(-1), cell, slot, self._pick(data.arity, lanes))
+
+    def _slot_of(self, buf: Buf, addr: np.ndarray, lanes: np.ndarray) -> int | None:
+        """The register slot every lane stores to (`a[v] = ...` of a local array with a uniform
+        index, every lane active and in bounds), or None: such a store writes one strided column
+        of the (B, T, slots) storage instead of scattering to B * T computed cells."""
+        if buf.space != "local" or lanes is not self.all_lanes or addr.shape != self.shape or any(addr.strides):
+            return None
+        return int(addr.reshape(-1)[0])
+
+    def _put(self, flat: np.ndarray, cell: np.ndarray, slot: int | None, vals) -> None:
+        """flat[cell] = vals; with a slot (_slot_of: cell is lane * slots + slot for every lane in
+        order) the same writes as one column of the (B * T, slots) view."""
+        if slot is None:
+            flat[cell] = vals
+        else:
+            flat.reshape(self.B * self.T, -1)[:, slot] = vals
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:

@@ -41,8 +41,12 @@ class _Track:
     readers: dict[int, np.ndarray] = field(default_factory=dict)
     w_gen: int = 0  # the epoch number of the last store (words of other epochs are never compared)
     r_gen: dict[int, int] = field(default_factory=dict)  # per load line: the epoch of its words
-    pending: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)  # (line, cell, group field)
+    pending: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)  # (line, block rows, addresses, group field)
     pending_lanes: int = 0
+    # this epoch's stores not yet written into w_line, as (line, cell): w_line is read only where a
+    # word says "stored this epoch", so it is brought up to date only then (a barrier drops them)
+    lines: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    lines_lanes: int = 0
 
 
 _PENDING_LANES = 1 << 22  # loads held back at most (then applied): bounds their memory
@@ -73,9 +77,11 @@ class RaceDetector:
     def barrier(self) -> None:
         self.epoch += 1
         self._gen += 1
-        for tr in self.tracks.values():  # loads of the closed epoch can no longer race
+        for tr in self.tracks.values():  # loads of the closed epoch can no longer race, nor its stores' lines be read
             tr.pending.clear()
             tr.pending_lanes = 0
+            tr.lines.clear()
+            tr.lines_lanes = 0
         if self._gen > self._max_gen:  # only the current epoch's words are ever compared: start afresh
             for tr in self.tracks.values():
                 tr.w.fill(0)
@@ -117,23 +123,24 @@ class RaceDetector:
             return
         tr = self._track(key, size)
         rows, code = self._lane_terms(bs, ts, size)
-        cell = rows + addrs
         base = self._wtype(self._gen << self._eshift)
         gmask = self._gmask
         if kind == "load":
             if tr.w_gen == self._gen:  # a store of this epoch: a RAW race is possible
+                cell = rows + addrs
                 w = tr.w[cell]
                 hit = (w >= base) & ((w & gmask) != code)  # stored this epoch by another group
                 if hit.any():
-                    self._record("RAW", name, tr.w_line[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
+                    self._record("RAW", name, self._lines(tr)[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
                                  (w[hit] & gmask) - 2, iters)
             if line not in tr.readers:  # WAR records follow the order in which load lines first appear
                 tr.readers[line] = np.zeros(tr.w.size, self._wtype)
-            tr.pending.append((line, cell, code))
-            tr.pending_lanes += cell.size
+            tr.pending.append((line, rows, addrs, code))  # the cells are computed if a store needs them
+            tr.pending_lanes += addrs.size
             if tr.pending_lanes > _PENDING_LANES:
                 self._apply_loads(tr)
             return
+        cell = rows + addrs
         self._apply_loads(tr)
         mine = base | code
         for load_line, readers in tr.readers.items():
@@ -148,11 +155,14 @@ class RaceDetector:
             w = tr.w[cell]
             hit = (w >= base) & ((w & gmask) != code)
             if hit.any():
-                self._record("WAW", name, tr.w_line[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
+                self._record("WAW", name, self._lines(tr)[cell[hit]], line, bs[hit], ts[hit], addrs[hit],
                              (w[hit] & gmask) - 2, iters)
         tr.w_gen = self._gen
         tr.w[cell] = mine
-        tr.w_line[cell] = line
+        tr.lines.append((line, cell))
+        tr.lines_lanes += cell.size
+        if tr.lines_lanes > _PENDING_LANES:
+            self._lines(tr)
         if (tr.w[cell] != mine).any():  # another group's store to one element won the scatter: several at once
             groups = self.group_of[ts]
             lo = np.full(tr.w.size, np.iinfo(np.int32).max, np.int32)
@@ -163,11 +173,21 @@ class RaceDetector:
             self._record("WAW", name, np.full(int(clash.sum()), line), line, bs[clash], ts[clash], addrs[clash],
                          np.where(groups[clash] == lo[cell][clash], hi[cell][clash], lo[cell][clash]), iters)
 
+    @staticmethod
+    def _lines(tr: _Track) -> np.ndarray:
+        """w_line with this epoch's stores written in, in order (the last store of an element wins)."""
+        for line, cell in tr.lines:
+            tr.w_line[cell] = line
+        tr.lines.clear()
+        tr.lines_lanes = 0
+        return tr.w_line
+
     def _apply_loads(self, tr: _Track) -> None:
         """The held-back loads of this epoch, in order, into their lines' reader words: the first
         reader group of an element in the epoch, or MULTI once a second group reads it."""
         base = self._wtype(self._gen << self._eshift)
-        for line, cell, code in tr.pending:
+        for line, rows, addrs, code in tr.pending:
+            cell = rows + addrs
             readers = tr.readers[line]
             if tr.r_gen.get(line) != self._gen:
                 tr.r_gen[line] = self._gen
