@@ -9,10 +9,15 @@ from conftest import EXAMPLES, front_end_error
 import ave_decl
 from ave_decl.hw.expr import ExprTable
 from ave_decl.facts.offset_range import interval
+from ave_decl.lang import ast as A
 from ave_decl.lang import printer
+from ave_decl.lang.depth import walk
+from ave_decl.lang.loop_deps import loop_dependence, moves_with
 from ave_decl.lang.parser import parse_text
+from ave_decl.lang.resolve import resolve_imports
 from ave_decl.lang.source import SourceFile
 from ave_decl.report.model import Verdict
+from ave_decl.sim.interpreter import Simulator
 from ave_decl.sim.run import simulate_source
 
 PAGES = EXAMPLES / "subviews" / "rotating_pages.ave"
@@ -125,3 +130,47 @@ def test_offset_ranges_by_interval_arithmetic():
     assert interval(t, t.op("mul", j, t.const(2)), loops) == (0, None)  # grows with N: unbounded
     assert interval(t, t.op("mod", t.op("sub", j, t.const(1)), t.const(2)), loops) == (None, None)  # j - 1 < 0
     assert interval(t, t.sym("tid:0"), loops) == (None, None)
+
+
+# a fixed view declared in a loop: its offset is a name bound once outside the loop
+FIXED = '''# Expected: VERIFIED
+@kernel(grid=(1,), block=128, wave=64, reference="C = A")
+def fixed_page(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N == 128)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    smem = shared(f32, (256,))
+    OFF = 128
+    for r in range(2):
+        P = subview(smem, OFF, (128,))
+        tag(P, lambda i: (i,), "A")
+        if r == 0:
+            P[t] = A[t]
+        syncthreads()
+        x = P[127 - t]
+    C[127 - t] = x
+'''
+
+
+def test_a_fixed_subview_in_a_loop_is_not_moving():
+    """A view whose offset is a name bound outside the loop is fixed for the simulator as for the
+    verifier (no `alias_moving`): its tagged loads are roots, and check and simulate agree."""
+    (k,) = ave_decl.check(FIXED, path="fixed.ave").kernels
+    assert k.verdict == Verdict.VERIFIED, [f.message for f in k.findings if f.verdict != Verdict.VERIFIED]
+    module = parse_text(FIXED)
+    sim = Simulator(module.kernels[0], resolve_imports(module), {"N": 128})
+    r = sim.run()
+    assert r.reference is None and r.shadow_ok and not r.races
+    assert not sim.env["P"].moving
+    ((_, r),) = simulate_source(SourceFile("fixed.ave", FIXED), {"N": 128})
+    assert r.reference["ok"] and r.shadow_ok
+
+
+def test_loop_dependence_follows_local_assignments():
+    (k,) = parse_text(PAGES.read_text().replace(DECL, "q = it // 128\n        p = q % 2\n"
+                                                      "        P = subview(smem, p * 128, (128,))")).kernels
+    deps = loop_dependence(k)
+    assert deps["q"] == deps["p"] == deps["it"] == {"it"} and "t" not in deps
+    offset = next(n for n in walk(k.body[-1]) if isinstance(n, A.Call) and n.func_name == "subview").args[1]
+    assert moves_with(offset, deps, {"it": 0}) and not moves_with(offset, deps, {})

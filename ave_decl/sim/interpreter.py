@@ -21,6 +21,7 @@ from ..hw.instructions import Instruction, LoadMatrix
 from ..hw.layout import Based, Composed, Layout, Swizzle, buffer_layout, col_major, row_major, storage_size
 from ..lang import ast as A
 from ..lang.depth import walk
+from ..lang.loop_deps import loop_dependence, moves_with
 from ..lang.resolve import SLOT_REDUCTIONS, butterfly_operand
 from .inputs import random_inputs, tensor_dims, tensor_shape
 from .limits import check_memory, check_shared, check_size_values
@@ -69,6 +70,7 @@ class Simulator(MemoryModel, ShadowChecks):
         self.env: dict[str, object] = {}
         self.buffers: dict[str, Buf] = {}
         self.loop_vars: dict[str, int] = {}
+        self.loop_deps = loop_dependence(kernel)  # the loop variables each name depends on (subviews)
         self.failures: dict[tuple[str, int], Failure] = {}
         self.errors: list[str] = []
         self.probes: list[dict] = []
@@ -408,7 +410,7 @@ class Simulator(MemoryModel, ShadowChecks):
         shape = tuple(self._const(d) for d in (dims.elts if isinstance(dims, A.Tuple) else (dims,)))
         view = Buf(name, "shared", storage.dtype, shape, Based(row_major(*shape), self._const(e.args[1])),
                    storage.data, storage.tag, storage.arity, cosize=storage.size, storage=storage,
-                   moving=bool(self.loop_vars) and any(isinstance(n, A.Name) for n in walk(e.args[1])))
+                   moving=moves_with(e.args[1], self.loop_deps, self.loop_vars))
         # a subview at an offset that varies is declared again in each iteration: one view per name
         storage.views = [v for v in storage.views if v.name != name] + [view]
         self.env[name] = view
