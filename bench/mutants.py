@@ -1,6 +1,6 @@
 """Mutation benchmark: is the verifier sound and useful on realistic bugs?
 
-For every correct workload in examples/, examples/tails/ and examples/pipelines/ (files that say
+For every correct workload in examples/ and its tails/, pipelines/, specialized/, ... folders (files that say
 "Expected: VERIFIED") and every mutant that `ave_decl.testing.mutate` makes of it:
   * ground truth from the simulator at small sizes (all blocks): output differs from the numpy
     reference, a shadow-tag check fails, a race or an in-flight async read is seen, an output
@@ -45,13 +45,15 @@ WORKLOAD_SIZES = {"flash_attention_gqa": {"H": 8, "HKV": 2, "S": 64},
                   # a tail block past the buffer range; two pipelined blocks
                   "buffer_copy": {"M": 100}, "lds_pipeline": {"N": 512},
                   # four tiles: the prologue's stage, both stages refilled, the unguarded last tile
-                  "register_prefetch": {"T": 64}}
+                  "register_prefetch": {"T": 64},
+                  # two blocks of 1024 elements (the kernel assumes N % 1024 == 0)
+                  "producer_consumer": {"N": 2048}}
 FAST = ("gemm_lds_mfma.ave", ("transpose_shared_read", "drop_barrier", "wrong_accumulator_output"))
 
 
 def workloads(fast: bool, only: list[str] | None = None) -> list[Path]:
-    patterns = ("*.ave", "tails/*.ave", "pipelines/*.ave", "lanes/*.ave", "helpers/*.ave", "buffers/*.ave",
-                "packed/*.ave")
+    patterns = ("*.ave", "tails/*.ave", "pipelines/*.ave", "specialized/*.ave", "lanes/*.ave", "helpers/*.ave",
+                "buffers/*.ave", "packed/*.ave")
     found = (p for pattern in patterns for p in (ROOT / "examples").glob(pattern))
     files = sorted(p for p in found if "Expected: VERIFIED" in p.read_text())
     if only:
