@@ -88,6 +88,23 @@ def test_a_flow_outside_the_stated_form_stays_unknown():
     assert f.verdict == Verdict.UNKNOWN and "does not write a whole slice" in f.reason, f.reason
 
 
+@pytest.mark.parametrize("in_loop, words", [
+    # the flow is followed (the chains), but the rules' structural check on the untagged value is not
+    (False, "a flow this structural check does not follow"),
+    # the `if` runs in a loop: cross_arm.py's own reason, not a generic "not followed yet"
+    (True, "a flow the verifier does not follow here: a store on the load's own path reaches it too"),
+])
+def test_an_untagged_value_across_the_arms_is_unknown_with_the_reason(in_loop, words):
+    text = MATCHED.read_text().replace(_PRODUCER, "S[it % 2, t] = 1.0")
+    if in_loop:
+        text = text.replace("    if w < 4:\n", "    for rep in range(2):\n      if w < 4:\n").replace(
+            "\n    else:\n", "\n      else:\n")
+    (f,) = [f for f in _findings(ave_decl.check(text, path="m.ave"), "ave/epilogue-placement")
+            if f.verdict != Verdict.VERIFIED]
+    assert f.verdict == Verdict.UNKNOWN and words in f.reason and "not followed yet" not in f.reason, f.reason
+    assert "the stored value has no tagged source" in f.reason
+
+
 def test_consumers_that_write_one_element_twice_are_a_coverage_violation():
     text = MATCHED.read_text().replace("C[base + it * 256 + t % 256]", "C[base + it * 256 + t % 128]")
     found = _findings(ave_decl.check(text, path="m.ave", confirm=True), "ave/output-coverage")

@@ -40,8 +40,9 @@ STRUCTURAL_REASONS = {
     "stored-mixed": "the stored value combines several tagged values, so it has no single tag (Top)",
     "cross-arm": ("an asynchronous copy in one arm of this wave-specialized `if` and a load in the other: races of "
                   "copies across the arms are not checked yet"),
-    "cross-arm-flow": ("the value may come from a store in the other arm of a wave-specialized `if`, a flow that is "
-                       "not followed yet (tag the shared buffer to check both arms modularly)"),
+    "cross-arm-flow": ("the value may come from a store in the other arm of a wave-specialized `if`, a flow outside "
+                       "the form the verifier follows (docs/language.md, Wave specialization; or tag the shared "
+                       "buffer to check both arms modularly)"),
     "data-divergent": ("the statement runs under a condition on data: whether every lane of the warp/wave runs it "
                        "is not checked"),
     "partly-written": ("no store that writes every slot of the reduced register array reaches the reduction: a slot "
@@ -110,7 +111,7 @@ class KernelSolver:
         uncertain = {s for _k, s in self.derived.get("uncertain_site", [])}
         for _k, site, inv, reason in self.derived.get("structural", []):
             if site in uncertain:  # the value may come from the other arm of a wave-specialized `if`
-                why = f"{STRUCTURAL_REASONS['cross-arm-flow']} (else: {STRUCTURAL_REASONS.get(reason, reason)})"
+                why = f"{self._cross_arm_why(site)} (else: {STRUCTURAL_REASONS.get(reason, reason)})"
                 out.append(self._finding(inv, site, Verdict.UNKNOWN, why, reason=why))
                 continue
             out.append(self._finding(inv, site, Verdict.VIOLATION, STRUCTURAL_REASONS.get(reason, reason),
@@ -122,6 +123,36 @@ class KernelSolver:
             out.append(self.discharge(site, inv, relation, lhs, rhs))
         out.sort(key=lambda f: (f.location.line, f.location.col, f.invariant))
         return out
+
+    def _cross_arm_why(self, site: int) -> str:
+        """Why a structural finding at `site`, which the other arm of a wave-specialized `if` may
+        feed, is UNKNOWN: the reasons cross_arm.py gives for not following the flow into the loads
+        behind it (found back along the rules' chain steps), or the general sentence where those
+        loads' flow is followed (the rules' structural check itself does not follow it)."""
+        values = {v for v, (_kind, s) in self.view.values.items() if s == site}
+        todo = [a for _k, v, a in self.derived.get("value_src", []) if v in values]
+        steps: dict[int, list[int]] = {}
+        for _k, la, _sa, nxt in self.derived.get("chain_step", []):
+            steps.setdefault(la, []).append(nxt)
+        cross = {a for _k, a in self.derived.get("cross_arm_load", [])}
+        seen: set[int] = set()
+        plans: list = []
+        while todo:
+            a = todo.pop()
+            if a in seen or a not in self.view.accesses:
+                continue
+            seen.add(a)
+            todo.extend(steps.get(a, []))
+            if a in cross:
+                plans.append(self.expander.arms.plan(a, bool(self.expander.reaching.get(a))))
+        reasons = sorted({p for p in plans if isinstance(p, str)})
+        if reasons:
+            return ("the value may come from a store in the other arm of a wave-specialized `if`, a flow the "
+                    f"verifier does not follow here: {'; '.join(reasons)}")
+        if plans:  # followed for the tag obligations (chains.py), not by the rules' structural check
+            return ("the value may come from a store in the other arm of a wave-specialized `if`, a flow this "
+                    "structural check does not follow (tag the shared buffer to check both arms modularly)")
+        return STRUCTURAL_REASONS["cross-arm-flow"]
 
     def _finding(self, inv: str, site: int, verdict: Verdict, message: str, **kw) -> Finding:
         meta = self.metadata.get(inv, {})
