@@ -861,8 +861,17 @@ class Simulator(MemoryModel, ShadowChecks):
 
 def _scatter_matrix(values: np.ndarray, cells: np.ndarray, shape: tuple[int, int, int, int]) -> np.ndarray:
     """A matrix operand of every wave from its (B, W, lane, value) registers: `cells` gives each
-    (lane, value)'s row * cols + col; elements no register holds are 0."""
-    out = np.zeros((shape[0], shape[1], shape[2] * shape[3]), np.float32)
+    (lane, value)'s row * cols + col; elements no register holds are 0. When every element is held
+    by exactly one register (the usual operand map), the same matrix is one gather through the
+    inverse map, about twice as fast as zero-filling and scattering."""
+    flat, size = cells.reshape(-1), shape[2] * shape[3]
+    if flat.size == size:
+        inverse = np.full(size, -1, np.intp)
+        inverse[flat] = np.arange(size)
+        if bool((inverse >= 0).all()):  # size cells all covered by size registers: a permutation
+            regs = np.asarray(values, np.float32).reshape(shape[0], shape[1], -1)
+            return np.take(regs, inverse, axis=2).reshape(shape)
+    out = np.zeros((shape[0], shape[1], size), np.float32)
     out[:, :, cells.reshape(-1)] = values.reshape(shape[0], shape[1], -1)
     return out.reshape(shape)
 
