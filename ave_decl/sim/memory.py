@@ -37,6 +37,8 @@ class ArrayMemo:
         size = sum(v.nbytes for v in values)
         if size > self.budget:
             return
+        if key in self.entries:  # put again: replaced, not counted twice
+            self.used -= self.entries.pop(key)[2]
         while self.entries and self.used + size > self.budget:
             self.used -= self.entries.pop(next(iter(self.entries)))[2]
         for v in values:
