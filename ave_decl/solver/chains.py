@@ -18,6 +18,7 @@ from ..lang import ast as A
 from ..lang.parser import parse_expression
 from .cross_arm import CrossArm, Plan
 from .deferred import Deferred
+from .raw_terms import compare, conjunction, int_binary, negation, numeral
 from .smt import Encoder, Instance, as_int
 from .unwritten import Unwritten, offsets
 
@@ -135,6 +136,26 @@ class Expander:
         self.unwritten = Unwritten(view, enc, self.data_guarded, self.kill_depths)
         steps = {(la, sa) for _k, la, sa, _n in derived.get("chain_step", [])}
         self.arms = CrossArm(view, enc, self.data_guarded, steps)
+        self._loops: dict[int, tuple[list[int], frozenset[int]]] = {}
+        self._stores: dict[str, list] = {}
+        self._names: dict[int, dict[str, int]] = {}
+
+    def loops_of(self, stmt: int) -> tuple[list[int], frozenset[int]]:
+        """The loops around a statement, outermost first, and as a set: asked per kill
+        instantiation, for the same few statements (the view walks the parent chain each time)."""
+        hit = self._loops.get(stmt)
+        if hit is None:
+            loops = self.view.enclosing_loops(stmt)
+            hit = self._loops[stmt] = (loops, frozenset(loops))
+        return hit
+
+    def stores_into(self, buffer: str) -> list:
+        """The stores and whole-array writes into a buffer, in the order `view.accesses` lists them."""
+        hit = self._stores.get(buffer)
+        if hit is None:
+            hit = self._stores[buffer] = [a for a in self.view.accesses.values()
+                                          if a.buffer == buffer and a.kind in ("store", "write_all")]
+        return hit
 
     # ------------------------------------------------------------ values
     def value(self, vid: int, inst: Instance, seen: tuple[int, ...] = ()) -> list[Alt]:
@@ -321,11 +342,11 @@ class Expander:
                 and len(store.coords) == len(load.coords)):
             extents = [self.enc.int_term(e, reader.env) for e in self.view.dims[store.buffer]]
             out = []
-            for cs, cl, ext in zip(store.coords, load.coords, extents):
+            for cs, cl, ext in zip(store.coords, load.coords, extents):  # a == b, b >= 0, b < ext
                 a, b = self.enc.int_term(cs, writer.env), self.enc.int_term(cl, reader.env)
-                out += [a == b, b >= 0, b < ext]
+                out += [compare("eq", a, b), int_binary("ge", b, numeral(0, b.ctx)), compare("lt", b, ext)]
             return out
-        return [self.enc.int_term(store.addr, writer.env) == self.enc.int_term(load.addr, reader.env)]
+        return [compare("eq", self.enc.int_term(store.addr, writer.env), self.enc.int_term(load.addr, reader.env))]
 
     def not_overwritten(self, sa: int, writer: Instance, carrier: int, load, reader: Instance) -> list[z3.BoolRef]:
         """Per-address kill by instantiation: a later execution of a store into the same buffer by
@@ -337,50 +358,52 @@ class Expander:
         store = self.view.accesses[sa]
         if self.view.buffers[store.buffer][0] == "global":
             return []
-        reader_loops = self.view.enclosing_loops(load.stmt)
-        writer_loops = self.view.enclosing_loops(store.stmt)
+        reader_set = self.loops_of(load.stmt)[1]
+        writer_set = self.loops_of(store.stmt)[1]
         # loops in which the writer runs in the reader's own iteration (see `writer`)
-        common = [h for h in writer_loops if h in reader_loops]
-        same_iteration = set(common) if carrier == 0 else set(self.view.enclosing_loops(carrier)) & set(common)
+        common = writer_set & reader_set
+        same_iteration = common if carrier == 0 else self.loops_of(carrier)[1] & common
+        either = reader_set | writer_set
+        ctx = self.enc.ctx
         out: list[z3.BoolRef] = []
-        for other in self.view.accesses.values():
-            if other.buffer != store.buffer or other.kind not in ("store", "write_all"):
-                continue
-            if (not self.view.enclosing_loops(other.stmt) and store.stmt < other.stmt < load.stmt
+        for other in self.stores_into(store.buffer):
+            other_loops, other_set = self.loops_of(other.stmt)
+            if (not other_loops and store.stmt < other.stmt < load.stmt
                     and other.stmt not in self.data_guarded):
                 # straight-line code: `other` runs once, after the writer and before the reader (a
                 # guarded store there, such as a masked load's, overwrote the value where its guard holds)
                 inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer)
-                out.append(z3.Not(z3.And(*inst.constraints, *self.same_element(other, inst, load, reader))))
+                cond = [*inst.constraints, *self.same_element(other, inst, load, reader)]
+                out.append(negation(conjunction(cond, ctx)))
                 continue
-            other_loops = self.view.enclosing_loops(other.stmt)
-            if (other_loops and not set(other_loops) & (set(reader_loops) | set(writer_loops))
+            if (other_loops and not other_set & either
                     and store.stmt < other.stmt < load.stmt and other.stmt not in self.data_guarded):
                 # loops of their own between the writer's and the reader's (no loop holds two of
                 # the three: statement ids are in program order), so all of them run in between
-                out.append(z3.Not(self._first_iteration_kill(other, writer, load, reader)))
+                out.append(negation(self._first_iteration_kill(other, writer, load, reader)))
                 continue
             depth = self.kill_depths.get(store.buffer, KILL_DEPTH)
-            for h in self.view.enclosing_loops(other.stmt):
+            for h in other_loops:
                 step = self.enc.nodes[self.view.loops[h].step].value
-                writer_j = writer.env.get(f"loop:{h}") if h in writer_loops else None
-                if h in reader_loops:
+                writer_j = writer.env.get(f"loop:{h}") if h in writer_set else None
+                if h in reader_set:
                     i = reader.env[f"loop:{h}"]
                     same_iter_ok = other.stmt < load.stmt  # program order inside one iteration
                     if writer_j is not None and h in same_iteration:
                         # writer and reader share this iteration: only a later statement of it can kill
                         candidates = [i] if same_iter_ok and other.stmt > store.stmt else []
-                    else:
-                        candidates = [i - m * step for m in range(0 if same_iter_ok else 1, depth + 1)]
-                elif writer_j is not None and set(self.view.enclosing_loops(h)) <= set(writer_loops):
+                    else:  # i - m * step
+                        candidates = [int_binary("sub", i, numeral(m * step, ctx))
+                                      for m in range(0 if same_iter_ok else 1, depth + 1)]
+                elif writer_j is not None and self.loops_of(h)[1] <= writer_set:
                     # a loop the reader is outside of: its later iterations all run before the read
                     i, same_iter_ok, candidates = None, False, []
                 else:
                     continue
-                if writer_j is not None and h not in same_iteration:
-                    candidates += [writer_j + m * step for m in range(1, depth + 1)]
+                if writer_j is not None and h not in same_iteration:  # writer_j + m * step
+                    candidates += [int_binary("add", writer_j, numeral(m * step, ctx)) for m in range(1, depth + 1)]
                 for j2 in candidates:
-                    out.append(z3.Not(self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)))
+                    out.append(negation(self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)))
         return out
 
     def _first_iteration_kill(self, other, writer: Instance, load, reader: Instance) -> z3.BoolRef:
@@ -391,7 +414,7 @@ class Expander:
         it ties a flow that only one arm lets through to a thread of that arm."""
         given: dict[int, z3.ExprRef] = {}
         env = dict(reader.env)
-        for h in self.view.enclosing_loops(other.stmt):  # outermost first: inner bounds may read outer variables
+        for h in self.loops_of(other.stmt)[0]:  # outermost first: inner bounds may read outer variables
             given[h] = self.enc.int_term(self.view.loops[h].lo, env)
             env[f"loop:{h}"] = given[h]
         inst = self.enc.new_instance(other.stmt, "k", share_block=reader, share_thread=writer, loops=given)
@@ -399,7 +422,7 @@ class Expander:
         for h, v in given.items():
             cond += self.enc.loop_range(h, v, inst.env)
         cond += self.same_element(other, inst, load, reader)
-        return z3.And(*cond)
+        return conjunction(cond, self.enc.ctx)
 
     def _overwrite_slot(self, other, inst: Instance, load, reader: Instance) -> list[z3.BoolRef]:
         """A whole-array write (`write_all`): the slot that overwrites is the address read."""
@@ -407,7 +430,10 @@ class Expander:
             return []
         inst.env["slot"] = self.enc.int_term(load.addr, reader.env)
         size = self.enc.nodes[self.view.buffers[other.buffer][1]]
-        return [inst.env["slot"] >= 0, inst.env["slot"] < size.value] if size.op == "const" else []
+        slot = inst.env["slot"]
+        ctx = self.enc.ctx
+        return [int_binary("ge", slot, numeral(0, ctx)), int_binary("lt", slot, numeral(size.value, ctx))] \
+            if size.op == "const" else []
 
     def _kills(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
                reader: Instance) -> z3.BoolRef:
@@ -417,10 +443,10 @@ class Expander:
             return self._slice_kill(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)
         given: dict[int, z3.ArithRef] = {}
         claimed: set[int] = set()
-        names = {self.view.loops[g].var: g for g in self.view.enclosing_loops(writer.stmt)}
-        outer = set(self.view.enclosing_loops(h))
-        reader_loops = set(self.view.enclosing_loops(load.stmt))
-        for g in self.view.enclosing_loops(other.stmt):
+        names = self._loop_names(writer.stmt)
+        outer = self.loops_of(h)[1]
+        reader_loops = self.loops_of(load.stmt)[1]
+        for g in self.loops_of(other.stmt)[0]:
             if g == h:
                 given[g] = j2
             elif g in reader_loops:  # outer loops, and inner loops around the reader: its own iteration
@@ -435,12 +461,27 @@ class Expander:
         cond = list(inst.constraints) + self._overwrite_slot(other, inst, load, reader)
         for g, v in given.items():
             cond += self.enc.loop_range(g, v, inst.env)
-        if i is not None:
-            cond.append(j2 <= i if same_iter_ok else j2 < i)
-        if writer_j is not None:
-            cond.append(j2 > writer_j)
+        cond += self._iteration_order(j2, writer_j, i, same_iter_ok)
         cond += self.same_element(other, inst, load, reader)
-        return z3.And(*cond)
+        return conjunction(cond, self.enc.ctx)
+
+    def _loop_names(self, stmt: int) -> dict[str, int]:
+        """Loop variable name -> header, of the loops around a statement (an inner loop's name wins)."""
+        hit = self._names.get(stmt)
+        if hit is None:
+            hit = self._names[stmt] = {self.view.loops[g].var: g for g in self.loops_of(stmt)[0]}
+        return hit
+
+    @staticmethod
+    def _iteration_order(j2, writer_j, i, same_iter_ok: bool) -> list[z3.BoolRef]:
+        """Iteration j2 of the killing store lies after the writer's and (not after) the reader's:
+        `j2 <= i` (or `j2 < i`) and `j2 > writer_j`, for the bounds that exist."""
+        out = []
+        if i is not None:
+            out.append(compare("le" if same_iter_ok else "lt", j2, i))
+        if writer_j is not None:
+            out.append(compare("gt", j2, writer_j))
+        return out
 
     def _same_range_loops(self, stmt: int, writer: Instance, given: dict[int, z3.ArithRef],
                           claimed: set[int]) -> dict[int, z3.ArithRef]:
@@ -506,21 +547,18 @@ class Expander:
         """The slice store at iteration j2 of h definitely overwrote the element read: it runs (guard,
         range, order) and its slice is the one the element lies in."""
         env = dict(reader.env)
-        reader_loops = set(self.view.enclosing_loops(load.stmt))
-        for g in self.view.enclosing_loops(h):
+        reader_loops = self.loops_of(load.stmt)[1]
+        for g in self.loops_of(h)[0]:
             if g not in reader_loops and f"loop:{g}" in writer.env:
                 env[f"loop:{g}"] = writer.env[f"loop:{g}"]
         env[f"loop:{h}"] = j2
         cond = self.enc.loop_range(h, j2, env)
         for c, polarity in self.view.all_guards(other.stmt):
             term = self.enc.bool_term(c, env)
-            cond.append(term if polarity else z3.Not(term))
-        if i is not None:
-            cond.append(j2 <= i if same_iter_ok else j2 < i)
-        if writer_j is not None:
-            cond.append(j2 > writer_j)
-        cond.append(self.enc.int_term(other.coords[0], env) == self.enc.int_term(load.coords[0], reader.env))
-        return z3.And(*cond)
+            cond.append(term if polarity else negation(term))
+        cond += self._iteration_order(j2, writer_j, i, same_iter_ok)
+        cond.append(compare("eq", self.enc.int_term(other.coords[0], env), self.enc.int_term(load.coords[0], reader.env)))
+        return conjunction(cond, self.enc.ctx)
 
     def writer(self, reader: Instance, load_stmt: int, sa: int, carrier: int,
                dist1: int) -> tuple[Instance, list[z3.BoolRef]]:

@@ -77,3 +77,38 @@ def connective(kind: str, formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.Boo
     args = (z3.Ast * len(formulas))(*(f.as_ast() for f in formulas))
     make = z3.Z3_mk_and if kind == "and" else z3.Z3_mk_or
     return z3.BoolRef(make(ctx.ref(), len(formulas), args), ctx)
+
+
+def conjunction(formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.BoolRef:
+    """`z3.And(*formulas)` for one or more formulas, the same term: an `and` application even of
+    a single formula (unlike `connective`), without z3py's per-argument checks and coercions."""
+    args = (z3.Ast * len(formulas))(*(f.as_ast() for f in formulas))
+    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(formulas), args), ctx)
+
+
+def negation(formula: z3.BoolRef) -> z3.BoolRef:
+    """`z3.Not(formula)` of a Bool term, the same term, without z3py's cast and probe checks."""
+    ctx = formula.ctx
+    return z3.BoolRef(z3.Z3_mk_not(ctx.ref(), formula.as_ast()), ctx)
+
+
+_REFLECTED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def compare(op: str, a: z3.ArithRef, b: z3.ArithRef) -> z3.BoolRef:
+    """The term z3py's `a op b` makes for two Int terms (eq ne lt le gt ge). Python calls the right
+    operand's reflected method first when its class is a proper subclass of the left's: `x >= n`
+    with n a numeral (IntNumRef) is z3py's `n <= x`, another term than `x >= n` (`x >= 0` with a
+    Python int stays `x >= 0`: use `int_binary` with `numeral` there)."""
+    if type(b) is not type(a) and isinstance(b, type(a)):
+        return int_binary(_REFLECTED[op], b, a)
+    return int_binary(op, a, b)
+
+
+def numeral(value: int, ctx: z3.Context) -> z3.IntNumRef:
+    """z3py's `IntVal(value)`, the numeral a Python int operand is coerced to: a fresh reference
+    each time, so the numeral lives exactly as long as under z3py's operator (one kept alive in a
+    cache would make Z3 hand later terms other ids than before)."""
+    if not -(1 << 63) <= value < 1 << 63:
+        return z3.IntVal(value, ctx)
+    return z3.IntNumRef(z3.Z3_mk_int64(ctx.ref(), value, z3.Z3_mk_int_sort(ctx.ref())), ctx)

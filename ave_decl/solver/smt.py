@@ -16,7 +16,7 @@ import z3
 from ..facts.view import KernelView
 from . import budgets
 from .divmod import DivModSimplifier
-from .raw_terms import INT_BINARY, int_binary, is_int_term
+from .raw_terms import INT_BINARY, compare, int_binary, is_int_term, negation, numeral
 from .proof_memo import FormulaDigester
 from .proof_memo import enabled as proof_memo_enabled
 
@@ -306,7 +306,7 @@ class Encoder:
             else:
                 b = self.int_var(f"{tag}.bid{d}")
                 inst.env[f"bid:{d}"] = b
-                inst.constraints += [b >= 0, b < self.int_term(grid, {})]
+                inst.constraints += [int_binary("ge", b, numeral(0, self.ctx)), compare("lt", b, self.int_term(grid, {}))]
         for d, extent in enumerate(self.block_dims()):
             if share_thread is not None:
                 inst.env[f"tid:{d}"] = share_thread.env[f"tid:{d}"]
@@ -315,7 +315,7 @@ class Encoder:
             else:
                 t = self.int_var(f"{tag}.tid{d}")
                 inst.env[f"tid:{d}"] = t
-                inst.constraints += [t >= 0, t < extent]
+                inst.constraints += [int_binary("ge", t, numeral(0, self.ctx)), int_binary("lt", t, numeral(extent, self.ctx))]
                 self.set_range(t, 0, extent - 1)
         given = loops or {}
         for h in self.view.enclosing_loops(stmt):
@@ -331,21 +331,25 @@ class Encoder:
                 self.set_range(x, lo.value, hi.value - 1)
         inst.env["slot"] = self.int_var(f"{tag}.slot")
         if stmt in self.view.slot_range:  # an ldmatrix: its load is one per register slot
-            inst.constraints += [inst.env["slot"] >= 0, inst.env["slot"] < self.view.slot_range[stmt]]
+            inst.constraints += [int_binary("ge", inst.env["slot"], numeral(0, self.ctx)),
+                                 int_binary("lt", inst.env["slot"], numeral(self.view.slot_range[stmt], self.ctx))]
             self.set_range(inst.env["slot"], 0, self.view.slot_range[stmt] - 1)
         if with_guards:
             for cond, pol in self.view.all_guards(stmt):
                 c = self.bool_term(cond, inst.env)
-                inst.constraints.append(c if pol else z3.Not(c))
+                inst.constraints.append(c if pol else negation(c))
         return inst
 
     def loop_range(self, header: int, x: z3.ArithRef, env: dict[str, z3.ExprRef]) -> list[z3.BoolRef]:
+        """lo <= x < hi, and x on the step's grid: the terms `x >= lo, x < hi, (x - lo) % step == 0`
+        make, built through the C API (called per kill instantiation: z3py's coercions dominated)."""
         info = self.view.loops[header]
         lo, hi = self.int_term(info.lo, env), self.int_term(info.hi, env)
         step = self.nodes[info.step].value
-        out = [x >= lo, x < hi]
+        out = [compare("ge", x, lo), compare("lt", x, hi)]
         if step != 1:
-            out.append((x - lo) % step == 0)
+            offset = int_binary("mod", int_binary("sub", x, lo), numeral(step, self.ctx))
+            out.append(int_binary("eq", offset, numeral(0, self.ctx)))
         return out
 
     def linear_thread(self, inst: Instance) -> z3.ArithRef:

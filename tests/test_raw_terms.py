@@ -1,0 +1,47 @@
+"""The C-API term builders (solver/raw_terms.py) make the very terms z3py's operators make.
+
+Why: the proof memo keys queries by their terms, and Z3's search (so a counterexample) depends on
+them; the kill instantiations (solver/chains.py) and instance constraints (solver/smt.py) are built
+through these builders for speed, so a builder that made an equivalent but different term (`0 <= x`
+for `x >= 0`) would change reports. Identity is checked by Z3's hash-consing: the same AST id.
+"""
+from __future__ import annotations
+
+import operator
+
+import pytest
+import z3
+
+from ave_decl.solver.raw_terms import compare, conjunction, int_binary, negation
+
+OPS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+       "ge": operator.ge}
+
+
+def _same(a: z3.ExprRef, b: z3.ExprRef) -> bool:
+    return a.get_id() == b.get_id() and type(a) is type(b)
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_a_comparison_is_the_term_z3py_makes_whatever_the_operand_classes(op):
+    ctx = z3.Context()
+    x, y, n = z3.Int("x", ctx), z3.Int("y", ctx), z3.IntVal(3, ctx)  # n: an IntNumRef, a subclass
+    for a, b in [(x, y), (x, n), (n, x), (n, n), (x - y, n)]:
+        assert _same(compare(op, a, b), OPS[op](a, b)), (op, a, b)
+
+
+def test_a_python_int_operand_is_a_numeral_on_the_right():
+    ctx = z3.Context()
+    x = z3.Int("x", ctx)
+    assert _same(int_binary("ge", x, z3.IntVal(0, ctx)), x >= 0)
+    assert _same(int_binary("sub", x, z3.IntVal(4, ctx)), x - 4)
+    assert _same(int_binary("eq", int_binary("mod", x, z3.IntVal(2, ctx)), z3.IntVal(0, ctx)), x % 2 == 0)
+
+
+def test_conjunction_and_negation_are_z3pys_and_and_not_even_of_one_formula():
+    ctx = z3.Context()
+    x = z3.Int("x", ctx)
+    one, two = [x >= 0], [x >= 0, x < 4]
+    assert _same(conjunction(one, ctx), z3.And(*one))  # an `and` of one child, not the formula itself
+    assert _same(conjunction(two, ctx), z3.And(*two))
+    assert _same(negation(conjunction(two, ctx)), z3.Not(z3.And(*two)))
