@@ -145,10 +145,13 @@ def _frozen_spec_gate(original: str, sources: list) -> None:
 @click.option("--proof-cache", "proof_cache", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Remember proved queries in DIR/proofs and reuse them in later runs (agent loops: a candidate's "
                    "unchanged obligations are not solved again); also $AVE_PROOF_CACHE.")
+@click.option("--max-errors", "max_errors", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Stop deciding a kernel's obligations once it has N errors (one a violation): the first N "
+                   "findings and the verdict are those of the full check, the rest is not decided.")
 def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: float | None,
           rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, no_violation_sets: bool, show_time: bool,
           verbose: bool, no_timings: bool = False, print_relations: tuple[str, ...] = (),
-          frozen_spec: str | None = None, proof_cache: str | None = None) -> None:
+          frozen_spec: str | None = None, proof_cache: str | None = None, max_errors: int | None = None) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
     from .report.text import render
@@ -161,7 +164,7 @@ def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: f
         _frozen_spec_gate(frozen_spec, sources)
     opts = Options(engine, timeout, rules_dirs, engine_timeout, confirm, not no_violation_sets,
                    print_relations=tuple(print_relations),
-                   proof_cache=proof_cache or os.environ.get("AVE_PROOF_CACHE") or None)
+                   proof_cache=proof_cache or os.environ.get("AVE_PROOF_CACHE") or None, max_errors=max_errors)
     dumps: list = []  # --print-relation: one RelationDump per kernel and relation
     report = run(sources, opts, errors, dumps)
     for k in report.kernels:

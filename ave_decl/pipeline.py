@@ -28,7 +28,7 @@ from .lang.reference import check_references
 from .lang.source import SourceFile
 from .report.model import ErrorReport, KernelReport, Location, Report, Verdict
 from .report.relations import RelationDump, RelationTuple
-from .report.suppress import annotate
+from .report.suppress import annotate, in_source_suppression
 from .solver import fast_z3, proof_memo
 from .solver.derived_facts import add_semantic_facts
 from .solver.solve import KernelSolver
@@ -44,6 +44,7 @@ class Options:
     violation_sets: bool = True
     print_relations: tuple[str, ...] = ()  # `--print-relation`: relations whose tuples are dumped
     proof_cache: str | None = None  # a folder whose proof file backs the proof memo (solver/proof_memo.py)
+    max_errors: int | None = None  # `--max-errors`: stop deciding obligations after this many errors
 
 
 @dataclass
@@ -147,7 +148,8 @@ def _run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport
         t1 = time.perf_counter()
         try:
             solver = KernelSolver(KernelView.of(kf), by_kernel.get(kf.kid, {}), meta, opts.timeout_s,
-                                  opts.violation_sets)
+                                  opts.violation_sets, opts.max_errors,
+                                  lambda f, src=kf.source: in_source_suppression(f, src) is not None)
             findings = solver.findings()
         except AveError as exc:  # e.g. a rule asking for 'rel' at a site that is not an assert_tag
             report.errors.append(error_report(exc, None, kf.source.path))
@@ -162,7 +164,7 @@ def _run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport
             confirm_findings(kf, findings)
             timings["replay"] = (time.perf_counter() - t2) * 1000
         report.kernels.append(KernelReport(kf.name, kf.source.path, kernel_verdict(findings), findings,
-                                           sum(1 for f in findings), timings))
+                                           sum(1 for f in findings), timings, solver.unchecked))
     return report
 
 

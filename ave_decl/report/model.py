@@ -127,6 +127,7 @@ class KernelReport:
     findings: list[Finding] = field(default_factory=list)
     obligations: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
+    unchecked: int = 0  # obligations left undecided by --max-errors (0: every one was decided)
 
 
 @dataclass

@@ -23,14 +23,19 @@ def annotate(findings: list[Finding], kernel: str, source: SourceFile) -> None:
         # a helper line inlined at two calls is two sites: the call lines take part
         calls = [source.line_text(c["line"]) for c in f.location.called_from]
         f.fingerprint = fingerprint(f.invariant, kernel, "\x1e".join([line, *calls]))
-        if f.verdict == Verdict.VERIFIED:
-            continue
-        lines = [f.location.line, *(c["line"] for c in f.location.called_from)]
-        for text in (source.line_text(n) for at in lines for n in (at, at - 1)):
-            m = _IGNORE.search(text)
-            if m and any(r.strip() in (f.invariant, "*") for r in m.group("rules").split(",")):
-                f.suppression = {"kind": "inSource", "justification": m.group("reason").strip() or "ave: ignore"}
-                break
+        if f.verdict != Verdict.VERIFIED:
+            f.suppression = in_source_suppression(f, source)
+
+
+def in_source_suppression(f: Finding, source: SourceFile) -> dict | None:
+    """The `# ave: ignore[...]` comment naming the finding's invariant on its site line or the
+    line above (or on a call line of the helper it is inlined from), as a suppression record."""
+    lines = [f.location.line, *(c["line"] for c in f.location.called_from)]
+    for text in (source.line_text(n) for at in lines for n in (at, at - 1)):
+        m = _IGNORE.search(text)
+        if m and any(r.strip() in (f.invariant, "*") for r in m.group("rules").split(",")):
+            return {"kind": "inSource", "justification": m.group("reason").strip() or "ave: ignore"}
+    return None
 
 
 def write_baseline(report: Report, path: Path) -> int:

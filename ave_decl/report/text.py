@@ -53,6 +53,8 @@ def _kernel(k: KernelReport, cache: _Sources, verbose: bool, timings: bool = Tru
             lines.append(f"warning[{f.invariant}]: {f.location}: {f.message}")
             continue
         lines.extend(_finding(f, cache))
+    if k.unchecked:
+        lines.append(f"note: {k.unchecked} obligation(s) not decided after the first errors (--max-errors)")
     lines.append("")
     return lines
 

@@ -149,14 +149,22 @@ class Encoder:
         "budget spent" tries the next seed. Each attempt gets at most a quarter of the timeout.
         Most queries end here, so no solver holds them before (asserting a query's hundreds of
         formulas into a solver never checked cost a fifth of production attention's check)."""
+        return self.quick_check(prepared, timeout_ms, seeds, rlimit)[0] == z3.unsat
+
+    def quick_check(self, prepared: list[z3.BoolRef], timeout_ms: int,
+                    seeds: tuple[int, ...] = budgets.QUICK_PROOF_SEEDS,
+                    rlimit: int = budgets.QUICK_PROOF_RLIMIT) -> tuple[z3.CheckSatResult, z3.Solver | None]:
+        """`proves`'s budgeted attempts, with what decided: (unsat or sat, the attempt's solver),
+        or (unknown, None) when every attempt spent its budget. A SAT here is a violation the
+        full solver need not find again (it cost a second solve of every violated query)."""
         for seed in seeds:
             attempt = self.solver(max(1, timeout_ms // 4), rlimit)
             attempt.set("random_seed", seed)
             attempt.add(*prepared)
             result = attempt.check()
             if result != z3.unknown:  # a model is a model: no other seed can prove it
-                return result == z3.unsat
-        return False
+                return result, attempt
+        return z3.unknown, None
 
     def _index_reads(self, formulas: list[z3.BoolRef]) -> list[tuple[str, list[z3.ArithRef], z3.ArithRef]]:
         """The index-tensor applications in the formulas: (tensor, arguments, application)."""

@@ -7,6 +7,7 @@ chain that could not be followed) makes it UNKNOWN, never VERIFIED.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import z3
 
@@ -89,9 +90,12 @@ OPERAND_KINDS: dict[str, tuple[str, str, str]] = {
 
 class KernelSolver:
     def __init__(self, view: KernelView, derived: dict[str, list[tuple]], metadata: dict[str, dict[str, str]],
-                 timeout_s: float, violation_sets: bool = True):
+                 timeout_s: float, violation_sets: bool = True, max_errors: int | None = None,
+                 suppressed: Callable[[Finding], bool] = lambda f: False):
         check_derived_ids(view, derived)  # rows a --rules file added with ids the kernel lacks: exit 4
         self.violation_sets = violation_sets
+        self.max_errors, self.suppressed = max_errors, suppressed
+        self.unchecked = 0  # obligations max_errors left undecided
         self.view = view
         self.enc = Encoder(view)
         self.expander = Expander(view, self.enc, derived)
@@ -119,10 +123,34 @@ class KernelSolver:
         for _k, site, inv, reason in self.derived.get("unchecked", []):
             out.append(self._finding(inv, site, Verdict.UNKNOWN, STRUCTURAL_REASONS.get(reason, reason),
                                      reason=STRUCTURAL_REASONS.get(reason, reason)))
-        for _k, site, inv, relation, lhs, rhs in self.derived.get("obligation", []):
+        obligations = self.derived.get("obligation", [])
+        for _k, site, inv, relation, lhs, rhs in obligations:  # a rule's bad obligation is exit 4, checked or not
+            self._validate(site, inv, relation, lhs, rhs)
+        # in report order, so that max_errors keeps exactly the report's first errors
+        ordered = sorted(obligations, key=lambda o: self._report_key(o[1], o[2]))
+        for n, (_k, site, inv, relation, lhs, rhs) in enumerate(ordered):
+            if self._stop_before(out, self._report_key(site, inv)):
+                self.unchecked = len(ordered) - n
+                break
             out.append(self.discharge(site, inv, relation, lhs, rhs))
-        out.sort(key=lambda f: (f.location.line, f.location.col, f.invariant))
+        out.sort(key=_report_order)
         return out
+
+    def _report_key(self, site: int, inv: str) -> tuple[int, int, str]:
+        loc = Location.of(self.view.span(site))
+        return (loc.line, loc.col, inv)
+
+    def _stop_before(self, found: list[Finding], key: tuple[int, int, str]) -> bool:
+        """Whether `max_errors` lets the obligations from `key` on go undecided: the report already
+        has that many errors (error severity, not VERIFIED, not suppressed) that sort before them,
+        and a violation among its errors fixes the kernel's verdict, so that what the report
+        shows first and its verdict are those of the whole check."""
+        if self.max_errors is None:
+            return False
+        errors = [f for f in found if f.severity == "error" and f.verdict != Verdict.VERIFIED
+                  and not self.suppressed(f)]
+        return (sum(1 for f in errors if _report_order(f) <= key) >= self.max_errors
+                and any(f.verdict == Verdict.VIOLATION for f in errors))
 
     def _cross_arm_why(self, site: int) -> str:
         """Why a structural finding at `site`, which the other arm of a wave-specialized `if` may
@@ -160,14 +188,11 @@ class KernelSolver:
         loc = Location.of(span)
         return Finding(inv, meta.get("title", inv), meta.get("severity", "error"), verdict, loc, message, **kw)
 
-    def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
-        started = time.perf_counter()
-        # bit decompositions are per obligation: carrying every earlier one into later queries
-        # (hundreds with swizzled layouts and kill instantiations) slows each query down
-        self.enc.restore_side(self._base_side)
+    def _validate(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> None:
+        """A rule's obligation whose site or operands the relation cannot read: a rule error
+        (exit 4), raised before anything is solved (an unknown relation is an UNKNOWN finding)."""
         if relation not in KNOWN_RELATIONS:
-            why = f"unknown obligation relation '{relation}' (known: {', '.join(sorted(KNOWN_RELATIONS))})"
-            return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
+            return
         if site not in self.view.stmts:
             raise RuleError(f"the rule of '{inv}' emits an obligation '{relation}' at site {site}, which is not a "
                             f"statement of kernel '{self.view.kf.name}' (bind the site with a schema relation)")
@@ -177,6 +202,16 @@ class KernelSolver:
             raise _rel_off_site(inv, self.view.span(site), "mask_rel", "assert_mask")
         if not self._operands_exist(site, relation, lhs, rhs):  # user rules are data: their ids are checked
             raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site))
+
+    def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
+        started = time.perf_counter()
+        # bit decompositions are per obligation: carrying every earlier one into later queries
+        # (hundreds with swizzled layouts and kill instantiations) slows each query down
+        self.enc.restore_side(self._base_side)
+        if relation not in KNOWN_RELATIONS:
+            why = f"unknown obligation relation '{relation}' (known: {', '.join(sorted(KNOWN_RELATIONS))})"
+            return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
+        self._validate(site, inv, relation, lhs, rhs)
         queries = self._queries(site, relation, lhs, rhs)  # a KeyError from here on is the checker's bug
         unknown_reasons: list[str] = []
         count = 0
@@ -200,9 +235,10 @@ class KernelSolver:
                 continue
             prepared = self.enc.prepare(formulas)
             model = self._known_violation(key, prepared)
-            solver = None if model is not None or self.enc.proves(prepared, self.timeout_ms) \
-                else self.enc.solver_holding(prepared, self.timeout_ms)
-            result = z3.sat if model is not None else z3.unsat if solver is None else solver.check()
+            result, solver = (z3.sat, None) if model is not None else self.enc.quick_check(prepared, self.timeout_ms)
+            if result == z3.unknown:  # the budgeted attempts did not decide: the full solver
+                solver = self.enc.solver_holding(prepared, self.timeout_ms)
+                result = solver.check()
             if result == z3.unsat:
                 proof_memo.MEMO.remember(key)
             if result == z3.sat:
@@ -350,7 +386,10 @@ class KernelSolver:
         budget (SMALL_MODEL_RLIMIT), so which model is printed does not depend on machine load;
         the --timeout stays the outer bound. `decided`: the solver's last check was SAT (its
         model is the fallback); otherwise the bounded solves come first and the unbounded one
-        only when they find nothing (one solve, not two, for most violations). None: no model."""
+        only when they find nothing (one solve, not two, for most violations), in a solver of its
+        own: after push/pop Z3 solves incrementally, without the preprocessing that a first check
+        gets, and that unbounded re-solve took 4-6x longer (1.8 s per swizzled GEMM violation).
+        None: no model."""
         model = solver.model() if decided else None
         solver.set("rlimit", SMALL_MODEL_RLIMIT)
         for bound in SMALL_SIZES if sizes else ():
@@ -363,8 +402,10 @@ class KernelSolver:
             if found:
                 return model
         if model is None:
-            solver.set("rlimit", 0)
-            model = solver.model() if solver.check() == z3.sat else None
+            once = z3.Solver(ctx=solver.ctx)
+            once.set("timeout", self.timeout_ms)
+            once.from_string(solver.sexpr())
+            model = once.model() if once.check() == z3.sat else None
         return model
 
     # ------------------------------------------------------------ queries
@@ -839,3 +880,7 @@ class _Evaluator:
         if z3.is_false(v):
             return 0
         return v.as_long()
+
+
+def _report_order(f: Finding) -> tuple[int, int, str]:
+    return (f.location.line, f.location.col, f.invariant)

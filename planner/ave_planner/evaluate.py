@@ -22,6 +22,7 @@ import ave_decl
 CANDIDATE_PATH = "candidate.ave"  # every call names a candidate so: the front end parses it once
 RunFn = Callable[[str, dict], dict]  # (text, sizes) -> {"ok", "error", "max_abs", "mismatched", "elements", ...}
 CHECK_FIRST = ("invariant", "invariant-site")
+MAX_FINDINGS = 3  # error findings a candidate's feedback shows: `check` stops deciding after them
 
 
 class BudgetExhausted(Exception):
@@ -48,10 +49,12 @@ class Evaluation:
         return self.verified and bool(self.run_a and self.run_a.get("ok")) and bool(self.run_b and self.run_b.get("ok"))
 
 
-def check_summary(text: str, timeout: float = 10.0) -> dict:
+def check_summary(text: str, timeout: float = 10.0, max_errors: int | None = None) -> dict:
     """The parts of `ave check`'s report a repair reads: the verdict, a front-end error, and the
-    failing error-severity findings (report JSON, counterexamples included)."""
-    report = ave_decl.check(text, path=CANDIDATE_PATH, timeout=timeout, violation_sets=False)
+    failing error-severity findings (report JSON, counterexamples included). `max_errors`: only
+    the first that many are sure to be there (`ave check --max-errors`: the verdict and those
+    findings are the full check's, the later obligations are not decided)."""
+    report = ave_decl.check(text, path=CANDIDATE_PATH, timeout=timeout, violation_sets=False, max_errors=max_errors)
     data = report.to_json(timings=False)
     if report.errors or not report.kernels:
         e = data["errors"][0] if data.get("errors") else {"message": "no kernel"}
@@ -107,7 +110,7 @@ class Evaluator:
         return answer
 
     def check(self, text: str) -> dict:
-        return self._call(("check", text), lambda: check_summary(text, self.timeout))
+        return self._call(("check", text), lambda: check_summary(text, self.timeout, MAX_FINDINGS))
 
     def run(self, text: str, which: str) -> dict:
         sizes = self.sizes_a if which == "a" else self.sizes_b

@@ -13,9 +13,7 @@ A call the mode's gate order did not make reads as unknown (None), never as a gu
 from __future__ import annotations
 
 from .agent import MODES, Feedback
-from .evaluate import Evaluation
-
-MAX_FINDINGS = 3  # findings shown per candidate
+from .evaluate import MAX_FINDINGS, Evaluation
 MAX_DIFFERING = 8  # output elements listed by `diff`
 
 
