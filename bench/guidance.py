@@ -297,6 +297,8 @@ def run_bug(bug: Bug, budget: int, agent: str, model: str | None, seed: int, mem
     cache, guard = CallCache(), SpecGuard(bug.text)
     run = (lambda text, sizes: simulate(text, sizes, seed))
     cpu0 = time.process_time()
+    # the full check (the ablation reads every finding), kept as the evaluator's answer for the bug's
+    # own text: it holds the first MAX_FINDINGS findings that check would, and feedback reads no more
     first = cache.get(("check", bug.text), lambda: check_summary(bug.text))[0]
     finding = first["findings"][0] if first["findings"] else None
     rec = {"bug": bug.id, "workload": bug.workload, "family": bug.family, "source": bug.source,

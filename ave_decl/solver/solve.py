@@ -131,11 +131,15 @@ class KernelSolver:
         # faster in, e.g. gemm_pipelined's K coverage 0.12 s vs 0.24 s after the pairing)
         ordered = obligations if self.max_errors is None else \
             sorted(obligations, key=lambda o: self._report_key(o[1], o[2]))
+        # max_errors' errors: the structural ones, then each decided one
+        errors = [f for f in out if self._counts_as_error(f)] if self.max_errors is not None else []
         for n, (_k, site, inv, relation, lhs, rhs) in enumerate(ordered):
-            if self._stop_before(out, self._report_key(site, inv)):
+            if self._stop_before(errors, self._report_key(site, inv)):
                 self.unchecked = len(ordered) - n
                 break
             out.append(self.discharge(site, inv, relation, lhs, rhs))
+            if self.max_errors is not None and self._counts_as_error(out[-1]):
+                errors.append(out[-1])
         out.sort(key=_report_order)
         return out
 
@@ -143,15 +147,17 @@ class KernelSolver:
         loc = Location.of(self.view.span(site))
         return (loc.line, loc.col, inv)
 
-    def _stop_before(self, found: list[Finding], key: tuple[int, int, str]) -> bool:
+    def _counts_as_error(self, f: Finding) -> bool:
+        """An error for `max_errors`: error severity, not VERIFIED, not suppressed."""
+        return f.severity == "error" and f.verdict != Verdict.VERIFIED and not self.suppressed(f)
+
+    def _stop_before(self, errors: list[Finding], key: tuple[int, int, str]) -> bool:
         """Whether `max_errors` lets the obligations from `key` on go undecided: the report already
-        has that many errors (error severity, not VERIFIED, not suppressed) that sort before them,
-        and a violation among its errors fixes the kernel's verdict, so that what the report
-        shows first and its verdict are those of the whole check."""
+        has that many `errors` that sort before them, and a violation among them fixes the
+        kernel's verdict, so that what the report shows first and its verdict are those of the
+        whole check."""
         if self.max_errors is None:
             return False
-        errors = [f for f in found if f.severity == "error" and f.verdict != Verdict.VERIFIED
-                  and not self.suppressed(f)]
         return (sum(1 for f in errors if _report_order(f) <= key) >= self.max_errors
                 and any(f.verdict == Verdict.VIOLATION for f in errors))
 
