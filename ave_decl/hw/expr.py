@@ -11,6 +11,7 @@ Leaves: ("const", value) and ("sym", name). Symbol naming conventions:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 BINARY_OPS = {
@@ -224,8 +225,39 @@ def symbols(table: ExprTable, eid: int) -> set[str]:
     return out
 
 
-def evaluate(table: ExprTable, eid: int, env: dict):
+def residues(table: ExprTable, eid: int, known: Callable[[str], bool]) -> tuple[dict[int, int], set[str]] | None:
+    """The remainders `E % m` (m a positive constant) of an expression whose E mentions a name
+    `known` rejects, as node id -> m, and the names the expression mentions outside them, when
+    all of those are known; else None.
+    Why: such a remainder lies in [0, m) whatever E is (floor semantics, here and in the Z3
+    encoding), so evaluating the expression at every value of [0, m) in its place covers every
+    value the expression can take, e.g. a pipeline's stage `(kt // 32) % 2` of a loop whose
+    bound is a size (a superset: the remainders are taken independently)."""
+    out: dict[int, int] = {}
+    names: set[str] = set()
+    stack, seen = [eid], set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        n = table.nodes[i]
+        if n.op == "mod":
+            m = table.nodes[n.args[1]]
+            if m.op == "const" and m.value > 0 and not all(known(x) for x in symbols(table, n.args[0])):
+                out[i] = m.value
+                continue
+        if n.op == "uf" or (n.op == "sym" and not known(n.name)):
+            return None
+        if n.op == "sym":
+            names.add(n.name)
+        stack.extend(n.args)
+    return out, names
+
+
+def evaluate(table: ExprTable, eid: int, env: dict, given: dict[int, object] | None = None):
     """Concrete value of a node (booleans as 0/1), Python floor semantics for // and %.
+    `given`: values of subterms by node id, used in place of evaluating them (residues()).
 
     `env` values may be ints or integer numpy arrays (then the result is an array: every
     point of a finite domain at once). Division and remainder by zero give 0 in both modes
@@ -234,8 +266,8 @@ def evaluate(table: ExprTable, eid: int, env: dict):
     [0, 63] (`<<`) or a negative count (`>>`) gives 0 instead of raising or allocating 2**count."""
     import numpy as np
 
-    memo: dict[int, object] = {}
-    vector = any(isinstance(v, np.ndarray) for v in env.values())
+    memo: dict[int, object] = dict(given or {})
+    vector = any(isinstance(v, np.ndarray) for v in [*env.values(), *memo.values()])
     with np.errstate(all="ignore"):
         return _evaluate(table, eid, env, memo, vector)
 

@@ -28,6 +28,11 @@ class ArrayMemo:
         self.entries[key] = hit  # most recently used: last in the dict's order
         return hit[1]
 
+    def admits(self, key: tuple) -> bool:
+        """Whether `put` would keep this key now (it missed before): a value only an entry needs
+        may be computed for it then and not on a first miss."""
+        return key in self.seen
+
     def put(self, key: tuple, sources: tuple, values: tuple[np.ndarray, ...]) -> None:
         if key not in self.seen:
             if len(self.seen) >= 1 << 16:
@@ -184,7 +189,7 @@ class MemoryModel:
         masked = None
         if buf.masked is not None:
             masked = np.take(buf.masked, cell)
-        exact = buf.dtype if buf.space == "shared" and buf.dtype in ROUND else None
+        exact = buf.dtype if buf.dtype in ROUND else None  # what every narrow buffer holds (state.Data.exact)
         return Data(v, tag, arity if every else np.where(ok, arity, 0), masked, exact)
 
     def _no_tags(self) -> tuple[np.ndarray, np.ndarray]:
@@ -243,15 +248,19 @@ class MemoryModel:
         slot = self._slot_of(buf, addr, lanes)
         if buf.dtype in ROUND and data.exact != buf.dtype:  # the storage holds fewer bits: the hardware rounds
             vals = narrow(np.asarray(vals, np.float32), buf.dtype)
+        distinct = False
         if buf.space == "global":
             cell = a
             np.add.at(self.write_counts.setdefault(buf.name, np.zeros(buf.size, np.int64)), a, 1)
             buf.written = True
+        elif buf.space == "shared":
+            cell, distinct = self._shared_cells(buf, addr, bs, a, lanes)
         else:
-            cell = (bs if buf.space == "shared" else lanes) * buf.size + a
+            cell = lanes * buf.size + a
         if buf.space == "shared":
             root = buf.storage or buf
-            self.races.access(id(root), root.name, root.size, "store", bs, ts, a, s.span.line, self.loop_vars)
+            self.races.access(id(root), root.name, root.size, "store", bs, ts, a, s.span.line, self.loop_vars,
+                              cells=cell if root is buf else None, distinct=distinct and root is buf)
             if root.views:
                 self._foreign_store(buf, root, addr, ok, s)
         buf.data = _contiguous(buf.data)
@@ -268,6 +277,23 @@ class MemoryModel:
         self._put(_rows(buf.tag), cell, slot, self._pick(_rows(np.ascontiguousarray(data.tag)), lanes))
         self._put(buf.arity.reshape(-1), cell, slot, self._pick(data.arity, lanes))
 
+    def _shared_cells(self, buf: Buf, addr: np.ndarray, bs: np.ndarray, a: np.ndarray,
+                      lanes: np.ndarray) -> tuple[np.ndarray, bool]:
+        """A shared store's cells (block * size + address, flat) and whether no two lanes write one
+        element (then the race detector need not read its scatter back to find two groups' stores
+        to one element). A store of every lane through a kept address (`_flat`: the staging stores
+        of every K tile) keeps both, so each is computed once, not once per tile."""
+        if lanes is not self.all_lanes or addr.flags.writeable or not any(addr.strides):
+            return bs * buf.size + a, False
+        key = ("store cells", buf.size, id(addr))
+        hit = self.addresses.get(key)
+        if hit is not None:
+            return hit[0], bool(hit[1])
+        cell = bs * buf.size + a
+        distinct = self.addresses.admits(key) and _distinct(cell, self.B * buf.size)
+        self.addresses.put(key, (addr,), (cell, np.asarray(distinct)))
+        return cell, distinct
+
     def _slot_of(self, buf: Buf, addr: np.ndarray, lanes: np.ndarray) -> int | None:
         """The register slot every lane stores to (`a[v] = ...` of a local array with a uniform
         index, every lane active and in bounds), or None: such a store writes one strided column
@@ -283,6 +309,13 @@ class MemoryModel:
             flat[cell] = vals
         else:
             flat.reshape(self.B * self.T, -1)[:, slot] = vals
+
+
+def _distinct(cells: np.ndarray, extent: int) -> bool:
+    """Whether no cell in [0, extent) occurs twice."""
+    seen = np.zeros(extent, bool)
+    seen[cells] = True
+    return int(np.count_nonzero(seen)) == cells.size
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:

@@ -117,8 +117,10 @@ class RaceDetector:
                                 "other_group": int(other[i]), "iterations": dict(iters)}
 
     def access(self, key: int, name: str, size: int, kind: str, bs: np.ndarray, ts: np.ndarray, addrs: np.ndarray,
-               line: int, iters: dict[str, int]) -> None:
-        """One load or store instruction: (block, thread, element) triples of the active threads."""
+               line: int, iters: dict[str, int], cells: np.ndarray | None = None, distinct: bool = False) -> None:
+        """One load or store instruction: (block, thread, element) triples of the active threads.
+        A store may bring its flat cells (block * size + element) and whether they are `distinct`
+        (no two lanes write one element: no scatter can then hide another group's store)."""
         if bs.size == 0:
             return
         tr = self._track(key, size)
@@ -140,7 +142,7 @@ class RaceDetector:
             if tr.pending_lanes > _PENDING_LANES:
                 self._apply_loads(tr)
             return
-        cell = rows + addrs
+        cell = rows + addrs if cells is None else cells
         self._apply_loads(tr)
         mine = base | code
         for load_line, readers in tr.readers.items():
@@ -163,7 +165,7 @@ class RaceDetector:
         tr.lines_lanes += cell.size
         if tr.lines_lanes > _PENDING_LANES:
             self._lines(tr)
-        if (tr.w[cell] != mine).any():  # another group's store to one element won the scatter: several at once
+        if not distinct and (tr.w[cell] != mine).any():  # another group's store to one element won the scatter: several at once
             groups = self.group_of[ts]
             lo = np.full(tr.w.size, np.iinfo(np.int32).max, np.int32)
             hi = np.full(tr.w.size, -1, np.int32)

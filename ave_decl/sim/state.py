@@ -60,9 +60,11 @@ class Data:
     # the tagged source came through the untagged branch of a select (masked off); None: nowhere
     # (the static side's Alt.flow; checked by assert_mask)
     masked: np.ndarray | None = None
-    # the narrow type (state.ROUND) every value already holds exactly, or None: a load of a shared
-    # array of that type (only rounding stores and zeros ever fill one), whose store into an array
-    # of the same type may skip rounding again (narrow() of a narrowed value is that value)
+    # the narrow type (state.ROUND) every value already holds exactly, or None: a load of an array
+    # of that type, in any space (only rounded inputs, rounding stores, rounded fills and zeros
+    # ever fill one: inputs.random_inputs, MemoryModel._store, the interpreter's local arrays and
+    # matrix results), whose store into an array of the same type may skip rounding again
+    # (narrow() of a narrowed value is that value)
     exact: str | None = None
 
 

@@ -387,32 +387,46 @@ class AccessQueries:
     def _bank_witness(self, acc, width: int, phase: int) -> dict[str, int] | None:
         """Enumerate every phase when the address depends only on the thread and on loops with
         constant bounds (swizzles make the Z3 query slow): {} = conflict-free, a witness (two
-        threads and the loop values) otherwise, None = not enumerable (Z3 decides)."""
+        threads and the loop values) otherwise, None = not enumerable (Z3 decides). A remainder
+        of a symbolic loop's variable (a pipeline stage, `(kt // 32) % 2`) is enumerated over
+        every value it may take (hw.expr.residues): a superset of the executed points, so it
+        proves a conflict-free access but leaves any conflict it finds to Z3 (that stage may
+        never run), e.g. the ldmatrix reads of speed/gemm_mma_pipelined.ave (1-2.4 s each in Z3)."""
         import numpy as np
 
-        from ..hw.expr import evaluate, symbols
+        from ..hw.expr import evaluate, residues
 
         if self.view.all_guards(acc.stmt):
             return None
-        names = symbols(self.view.kf.table, acc.addr)
-        loops = {f"loop:{h}": h for h in self.view.enclosing_loops(acc.stmt)}
+        table = self.view.kf.table
+        loops = {f"loop:{h}": loop_values(self.enc, h) for h in self.view.enclosing_loops(acc.stmt)}
+        if acc.stmt in self.view.slot_range:  # an ldmatrix: both lanes read one register slot, as a loop's value
+            loops["slot"] = range(self.view.slot_range[acc.stmt])
+
+        def enumerable(name: str) -> bool:
+            values = loops.get(name)
+            return name.startswith("tid:") or (values is not None and len(values) <= 4096)
+
+        found_residues = residues(table, acc.addr, enumerable)
+        if found_residues is None:
+            return None
+        stages, names = found_residues
         axes: list[tuple[str, np.ndarray]] = []
-        for name in sorted(names):
-            if name in loops:
-                values = loop_values(self.enc, loops[name])
-                if values is None or len(values) > 4096:
-                    return None
-                axes.append((name, np.arange(values.start, values.stop, values.step)))
-            elif not name.startswith("tid:"):
-                return None
+        for name in sorted(names & set(loops)):
+            values = loops[name]
+            axes.append((name, np.arange(values.start, values.stop, values.step)))  # type: ignore[union-attr]
+        axes += [(f"residue:{node}", np.arange(m)) for node, m in sorted(stages.items())]
         if prod(a.size for _, a in axes) > 4096:
             return None
         env, shape = lane_grid(self.enc, axes)  # every loop point at once: rows loop points, columns threads
-        words = np.broadcast_to(np.asarray(evaluate(self.view.kf.table, acc.addr, env), dtype=np.int64) * width
+        given = {node: env[f"residue:{node}"] for node in stages}
+        words = np.broadcast_to(np.asarray(evaluate(table, acc.addr, env, given), dtype=np.int64) * width
                                 // BANK_BYTES, shape)
         found = _first_conflicting_phase(words, phase)
         if found is None:
             return {}
+        if stages:  # the conflicting point may not be executed: Z3 decides
+            return None
         row, start = found
         w = words[row, start:start + phase]
         banks = w % BANKS
@@ -441,7 +455,7 @@ class AccessQueries:
             return []  # enumerated: no phase of this access has a conflict
         if witness:
             cons += [t1 == witness["t1"], t2 == witness["t2"]] + [
-                first.env[k] == v for k, v in witness.items() if k.startswith("loop:")]
+                first.env[k] == v for k, v in witness.items() if k.startswith("loop:") or k == "slot"]
         violated = z3.And(w1 != w2, w1 % BANKS == w2 % BANKS)
         return [Query(cons, violated, self._access_alt(aid, first, acc.kind), self._access_alt(aid, second, acc.kind),
                       first, first, second, {"word1": w1, "word2": w2})]
