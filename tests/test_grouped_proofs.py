@@ -1,0 +1,39 @@
+"""Grouped proofs (solver/solve.py `_proved_together`): a group whose first query's kill-free
+formula is satisfiable is not attempted. The skipped groups could not have been proved, and the
+report is the one the attempts would give."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ave_decl import check
+from ave_decl.solver.solve import KernelSolver
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _report(path: Path) -> str:
+    return json.dumps(check(str(path), violation_sets=False).to_json(timings=False), sort_keys=True)
+
+
+@pytest.mark.parametrize("name", ["gemm_pipelined.ave", "pipelines/gemm_pipelined3.ave"])
+def test_skipped_groups_are_unprovable_and_the_report_is_unchanged(name, monkeypatch):
+    path = ROOT / "examples" / name
+    as_shipped = _report(path)
+    skipped: list[bool] = []
+    first_needs_kills = KernelSolver._first_needs_kills
+
+    def watched(self, group):
+        needs = first_needs_kills(self, group)
+        if needs:  # the attempt it saves must fail
+            skipped.append(self._group_proved(group))
+        return needs
+
+    monkeypatch.setattr(KernelSolver, "_first_needs_kills", watched)
+    assert _report(path) == as_shipped
+    assert skipped, f"{name}: no group was skipped, the test checks nothing"
+    assert not any(skipped), "a skipped group was provable"
+    monkeypatch.setattr(KernelSolver, "_first_needs_kills", lambda self, group: False)  # every group attempted
+    assert _report(path) == as_shipped
