@@ -1,0 +1,44 @@
+"""Keep freed memory in the process instead of handing it back to the kernel (glibc only).
+
+Why: each kernel gets a fresh Z3 context (smt.Encoder, and one per violated query's canonical
+model), and a Z3 context allocates about 16 MB. With glibc's defaults, large blocks are mapped
+and unmapped per allocation and the top of the heap is trimmed past 128 KB, so every new
+context faulted its pages in again: 4-7 ms per context, five contexts per check of
+examples/gemm_lds_mfma.ave, and checks ran 130 ms or 160 ms depending on what had been freed
+before (docs/performance.md, Session 19). With blocks below 32 MiB taken from the heap and up to
+64 MiB of free heap kept, a freed context's pages serve the next one. Results never depend on it.
+
+`AVE_MALLOC_TUNING=off` leaves the C library's settings alone (a host program that tunes its
+allocator itself). Elsewhere than glibc nothing is done.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+M_TRIM_THRESHOLD = -1  # glibc mallopt parameters (malloc.h)
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 32 * 1024 * 1024
+TRIM_THRESHOLD = 64 * 1024 * 1024
+
+_done = False
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's mmap and trim thresholds, once per process; whether they were set."""
+    global _done
+    if _done:
+        return True
+    if os.environ.get("AVE_MALLOC_TUNING", "").lower() in ("off", "0", "no", "false"):
+        return False
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    _done = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return _done
