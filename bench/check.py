@@ -31,7 +31,14 @@ PHASES = ("parse", "facts", "fixpoint", "solving", "report")
 
 
 def one_run(path: Path) -> dict[str, float]:
-    """Time each stage of the pipeline once, in this process (in the z3 mode `ave check` uses)."""
+    """Time each stage of the pipeline once, in this process (in the z3 mode and with the
+    allocator settings `ave check` uses)."""
+    try:
+        from ave_decl.solver.allocator import keep_freed_memory
+    except ImportError:  # a revision from before solver/allocator.py (bench/check.py --against)
+        pass
+    else:
+        keep_freed_memory()
     try:
         from ave_decl.solver import fast_z3
     except ImportError:  # a revision from before fast_z3 (bench/check.py --against)
