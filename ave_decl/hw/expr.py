@@ -11,7 +11,7 @@ Leaves: ("const", value) and ("sym", name). Symbol naming conventions:
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 BINARY_OPS = {
@@ -209,9 +209,8 @@ def substitute(table: ExprTable, eid: int, mapping: dict[str, int]) -> int:
     return go(eid)
 
 
-def symbols(table: ExprTable, eid: int) -> set[str]:
-    """The symbol names an expression mentions."""
-    out: set[str] = set()
+def _nodes(table: ExprTable, eid: int, prune: Callable[[Node], bool] = lambda n: False) -> Iterator[tuple[int, Node]]:
+    """Each node under `eid` once, depth first; the arguments of a node `prune` holds for are not walked."""
     stack, seen = [eid], set()
     while stack:
         i = stack.pop()
@@ -219,10 +218,14 @@ def symbols(table: ExprTable, eid: int) -> set[str]:
             continue
         seen.add(i)
         n = table.nodes[i]
-        if n.op in ("sym", "uf"):
-            out.add(n.name if n.op == "sym" else f"uf:{n.name}")
-        stack.extend(n.args)
-    return out
+        yield i, n
+        if not prune(n):
+            stack.extend(n.args)
+
+
+def symbols(table: ExprTable, eid: int) -> set[str]:
+    """The symbol names an expression mentions."""
+    return {n.name if n.op == "sym" else f"uf:{n.name}" for _i, n in _nodes(table, eid) if n.op in ("sym", "uf")}
 
 
 def residues(table: ExprTable, eid: int, known: Callable[[str], bool]) -> tuple[dict[int, int], set[str]] | None:
@@ -233,25 +236,25 @@ def residues(table: ExprTable, eid: int, known: Callable[[str], bool]) -> tuple[
     encoding), so evaluating the expression at every value of [0, m) in its place covers every
     value the expression can take, e.g. a pipeline's stage `(kt // 32) % 2` of a loop whose
     bound is a size (a superset: the remainders are taken independently)."""
+
+    def modulus(n: Node) -> int | None:
+        if n.op != "mod":
+            return None
+        m = table.nodes[n.args[1]]
+        if m.op == "const" and m.value > 0 and not all(known(x) for x in symbols(table, n.args[0])):
+            return m.value
+        return None
+
     out: dict[int, int] = {}
     names: set[str] = set()
-    stack, seen = [eid], set()
-    while stack:
-        i = stack.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        n = table.nodes[i]
-        if n.op == "mod":
-            m = table.nodes[n.args[1]]
-            if m.op == "const" and m.value > 0 and not all(known(x) for x in symbols(table, n.args[0])):
-                out[i] = m.value
-                continue
-        if n.op == "uf" or (n.op == "sym" and not known(n.name)):
+    for i, n in _nodes(table, eid, lambda n: modulus(n) is not None):
+        m = modulus(n)
+        if m is not None:
+            out[i] = m
+        elif n.op == "uf" or (n.op == "sym" and not known(n.name)):
             return None
-        if n.op == "sym":
+        elif n.op == "sym":
             names.add(n.name)
-        stack.extend(n.args)
     return out, names
 
 
