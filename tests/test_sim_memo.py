@@ -76,3 +76,49 @@ def test_reused_indices_and_slot_stores_give_what_recomputing_gives():
     assert reused.addresses.entries  # the memo was used
     np.testing.assert_array_equal(got.outputs["C"].view(np.uint32), want.outputs["C"].view(np.uint32))
     assert got.races == want.races and [f.failed for f in got.failures] == [f.failed for f in want.failures]
+
+
+_STORES = """
+@kernel(grid=(M // 64,), block=64, wave=32)
+def k(A: Tensor[f32, (M, K)], C: Tensor[f32, (M, K)]):
+    assume(M % 64 == 0, K % 4 == 0)
+    t = thread_id(0)
+    bm = block_id(0) * 64
+    S = shared(f32, (64,))
+    for kt in range(0, K, 1):
+        S[{index}] = A[bm + t, kt]
+        syncthreads()
+        C[bm + t, kt] = S[t]
+        syncthreads()
+"""
+
+
+def test_a_kept_store_skips_the_race_read_back_only_when_its_cells_are_distinct(monkeypatch):
+    """memory._shared_cells: a shared store of every lane through a kept address remembers whether
+    two lanes write one element; when none does, the race detector does not read its scatter back.
+    Races and outputs must be those of the read-back path, for a distinct and a colliding index
+    (`// 2`: lanes 31 and 32, of two waves, write one element in one instruction: WAW)."""
+    from ave_decl.sim import memory
+    from ave_decl.sim.run import simulate_source
+
+    def run(index: str) -> tuple:
+        (_name, res), = simulate_source(SourceFile("k.ave", _STORES.format(index=index)), {"M": 128, "K": 8},
+                                        compare_reference=False)
+        races = sorted((r["kind"], r["first_line"], r["second_line"], r["count"]) for r in res.races)
+        return races, {n: v.tobytes() for n, v in res.outputs.items()}
+
+    flags: list[bool] = []
+    kept = memory.MemoryModel._shared_cells
+
+    def watched(self, *args):
+        cells, distinct = kept(self, *args)
+        flags.append(distinct)
+        return cells, distinct
+
+    monkeypatch.setattr(memory.MemoryModel, "_shared_cells", watched)
+    distinct, colliding = run("(t * 7) % 64"), run("((t * 7) % 64) // 2")
+    assert True in flags and False in flags, "neither path was taken: the test compares nothing"
+    assert [r[0] for r in colliding[0]] == ["WAW"] and not distinct[0]
+    monkeypatch.setattr(memory, "_distinct", lambda cells, extent: False)  # every store reads its scatter back
+    assert run("(t * 7) % 64") == distinct
+    assert run("((t * 7) % 64) // 2") == colliding

@@ -228,20 +228,25 @@ def symbols(table: ExprTable, eid: int) -> set[str]:
     return {n.name if n.op == "sym" else f"uf:{n.name}" for _i, n in _nodes(table, eid) if n.op in ("sym", "uf")}
 
 
-def residues(table: ExprTable, eid: int, known: Callable[[str], bool]) -> tuple[dict[int, int], set[str]] | None:
+def residues(table: ExprTable, eid: int, known: Callable[[str], bool],
+             varying: Callable[[str], bool]) -> tuple[dict[int, int], set[str]] | None:
     """The remainders `E % m` (m a positive constant) of an expression whose E mentions a name
-    `known` rejects, as node id -> m, and the names the expression mentions outside them, when
-    all of those are known; else None.
+    `known` rejects and none that is `varying`, as node id -> m, and the names the expression
+    mentions outside them, when all of those are known; else None.
     Why: such a remainder lies in [0, m) whatever E is (floor semantics, here and in the Z3
     encoding), so evaluating the expression at every value of [0, m) in its place covers every
     value the expression can take, e.g. a pipeline's stage `(kt // 32) % 2` of a loop whose
-    bound is a size (a superset: the remainders are taken independently)."""
+    bound is a size (a superset: the remainders are taken independently). `varying` names
+    (thread ids) differ between the points an enumeration compares (two lanes of one phase),
+    where one remainder value for both would not cover `(t + kt // 32) % 2`; a remainder over
+    them is not taken, so its unknown names make the answer None."""
 
     def modulus(n: Node) -> int | None:
         if n.op != "mod":
             return None
         m = table.nodes[n.args[1]]
-        if m.op == "const" and m.value > 0 and not all(known(x) for x in symbols(table, n.args[0])):
+        names = symbols(table, n.args[0])
+        if m.op == "const" and m.value > 0 and not all(map(known, names)) and not any(map(varying, names)):
             return m.value
         return None
 

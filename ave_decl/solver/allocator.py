@@ -22,14 +22,18 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 * 1024 * 1024
 TRIM_THRESHOLD = 64 * 1024 * 1024
 
-_done = False
+_outcome: bool | None = None  # decided once per process
 
 
 def keep_freed_memory() -> bool:
     """Set glibc's mmap and trim thresholds, once per process; whether they were set."""
-    global _done
-    if _done:
-        return True
+    global _outcome
+    if _outcome is None:
+        _outcome = _set_thresholds()
+    return _outcome
+
+
+def _set_thresholds() -> bool:
     if os.environ.get("AVE_MALLOC_TUNING", "").lower() in ("off", "0", "no", "false"):
         return False
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
@@ -40,5 +44,4 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    _done = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-    return _done
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))

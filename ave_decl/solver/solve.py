@@ -107,6 +107,8 @@ class KernelSolver:
         self.access.guarded.timeout_ms = self.timeout_ms
         self.base = self.enc.base_constraints()
         self._base_side = self.enc.side_snapshot()
+        # the current obligation's kill-free attempts, per query (`_relaxed`; reset per obligation)
+        self._relaxed_outcomes: dict[int, tuple[Query, z3.CheckSatResult]] = {}
 
     # ----------------------------------------------------------- findings
     def findings(self) -> list[Finding]:
@@ -224,7 +226,7 @@ class KernelSolver:
         queries = self._queries(site, relation, lhs, rhs)  # a KeyError from here on is the checker's bug
         unknown_reasons: list[str] = []
         count = 0
-        self._relaxed_outcomes: dict[int, tuple[Query, z3.CheckSatResult]] = {}
+        self._relaxed_outcomes = {}
         together = self._proved_together(queries)
         relax = True
         for q in queries:
