@@ -8,7 +8,8 @@ one-fixpoint-per-kernel, and the per-phase breakdown. With --dask (needs ave-dec
 prints instead kernels/s for -j2 against a Dask LocalCluster of 2 worker processes (the ratio is
 the overhead of Dask on one machine; slices of the corpus alternate between the two), then the
 same with chunks of 4 and 1 kernels on a subset, which is what each worker of a larger cluster
-sees. With --memo it prints cold -j2 with the proof memo off and on (slices alternating).
+sees. With --memo it prints cold -j2 with the proof memo off and on (slices alternating). The
+default run also prints the -j1 solver time by invariant family.
 Figures: docs/performance.md.
 """
 from __future__ import annotations
@@ -53,6 +54,16 @@ def generate(out: Path, n: int, seed: int = 0) -> list[Path]:
         path.write_text(text)
         files.append(path)
     return files
+
+
+def by_invariant(report) -> list[tuple[str, float]]:
+    """Solver milliseconds per invariant family (summed over the findings), largest first: where
+    an audit's solving goes (issue 16)."""
+    totals: dict[str, float] = {}
+    for k in report.kernels:
+        for f in k.findings:
+            totals[f.invariant] = totals.get(f.invariant, 0.0) + (f.solver_ms or 0.0)
+    return sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def timed(opts: AuditOptions, paths: list[str], runner=None):
@@ -184,6 +195,8 @@ def main() -> None:
     print("per-phase (ms per kernel, -j1 cold): " + ", ".join(
         f"{p} {totals[p] / max(1, len(report.kernels)):.1f}" for p in ("parse", "facts", "fixpoint", "solving")
         if p in totals))
+    print("solving by invariant family (-j1 cold, ms per kernel; the time each finding's obligation took): "
+          + ", ".join(f"{inv} {ms / max(1, len(report.kernels)):.1f}" for inv, ms in by_invariant(report)))
     s = report.summary()
     print(f"verdicts: {s}")
     if args.keep is None:
