@@ -187,13 +187,15 @@ def staged(A: Tensor[f32, (M, K)], C: Tensor[f32, (M, K)]):
     assume(M % 64 == 0, K % 32 == 0, K >= 32)
     t = thread_id(0)
     bm = block_id(0) * 64
-    S = shared(f32, (2, 64, {cols}))
+    S = shared(f32, {shape})
     for kt in range(0, K, 32):
-        st = (kt // 32) % 2
-        S[st, t, 0] = A[bm + t, kt]
-        syncthreads()
-        C[bm + t, kt] = S[st, t, 0]
+{body}
 """
+_BY_STAGE = ("        st = (kt // 32) % 2\n        S[st, t, 0] = A[bm + t, kt]\n        syncthreads()\n"
+             "        C[bm + t, kt] = S[st, t, 0]")
+# a remainder of the thread id and a symbolic loop (found by review: one value of it for both
+# lanes of a phase proved these conflict-free, while lanes 0 and 1 conflict)
+_BY_LANE = "        S[t] = A[bm + t, kt]\n        syncthreads()\n        C[bm + t, kt] = S[{index}]\n        syncthreads()"
 
 
 def _bank_findings(text: str) -> list[tuple[int, str, int, str]]:
@@ -205,28 +207,14 @@ def _bank_findings(text: str) -> list[tuple[int, str, int, str]]:
                   for f in k.findings if f.invariant == "ave/bank-conflicts")
 
 
-# a remainder of the thread id and a symbolic loop (found by review: one value of it for both
-# lanes of a phase proved these conflict-free, while lanes 0 and 1 conflict)
-_PER_LANE_STAGE = """
-@kernel(grid=(M // 64,), block=64, wave=64)
-def staged(A: Tensor[f32, (M, K)], C: Tensor[f32, (M, K)]):
-    assume(M % 64 == 0, K % 32 == 0, K >= 32)
-    t = thread_id(0)
-    bm = block_id(0) * 64
-    S = shared(f32, (64,))
-    for kt in range(0, K, 32):
-        S[t] = A[bm + t, kt]
-        syncthreads()
-        C[bm + t, kt] = S[{index}]
-        syncthreads()
-"""
-
-
 @pytest.mark.parametrize("text, verdicts", [
-    (_STAGED.format(cols=33), [("VERIFIED", 0)] * 2),  # padded rows: both stages enumerated, no Z3 query
-    (_STAGED.format(cols=32), [("VIOLATION", 1)] * 2),  # a conflict at some stage: Z3 decides, unpinned
-    (_PER_LANE_STAGE.format(index="((t + kt // 32) % 2) * 32 + t // 2"), [("VERIFIED", 0), ("VIOLATION", 1)]),
-    (_PER_LANE_STAGE.format(index="(t * K) % 64"), [("VERIFIED", 0), ("VIOLATION", 1)]),
+    # padded rows: both stages enumerated, no Z3 query
+    (_STAGED.format(shape="(2, 64, 33)", body=_BY_STAGE), [("VERIFIED", 0)] * 2),
+    # a conflict at some stage: Z3 decides, unpinned
+    (_STAGED.format(shape="(2, 64, 32)", body=_BY_STAGE), [("VIOLATION", 1)] * 2),
+    (_STAGED.format(shape="(64,)", body=_BY_LANE.format(index="((t + kt // 32) % 2) * 32 + t // 2")),
+     [("VERIFIED", 0), ("VIOLATION", 1)]),
+    (_STAGED.format(shape="(64,)", body=_BY_LANE.format(index="(t * K) % 64")), [("VERIFIED", 0), ("VIOLATION", 1)]),
 ])
 def test_bank_conflicts_through_a_stage_index(text, verdicts, monkeypatch):
     """A shared buffer indexed by a pipeline stage `(kt // 32) % 2` of a loop bounded by a size:
