@@ -242,3 +242,61 @@ def test_an_index_table_is_copied_into_the_queries_context():
     model.update_value(x, found.eval(x))
     assert [model.eval(f(k), model_completion=True).as_long() for k in (1, 2)] == [7, 9]
     assert model.eval(f(x), model_completion=True).as_long() == 4
+
+
+def test_violations_models_are_reused_by_a_later_process_and_report_alike(ave, memo, tmp_path, monkeypatch):
+    """`--proof-cache` also keeps each violated query's canonical model (violations-v1.bin): a
+    later process reports the same counterexamples without solving those queries again."""
+    from ave_decl.solver import solve
+    from ave_decl.solver.proof_memo import ViolationFile
+
+    target = EXAMPLES / "gemm_lds_mfma.ave"  # VERIFIED with bank-conflict warnings, each a solved violation
+    first = ave("check", "--no-timings", "--json", "-", "--proof-cache", tmp_path, target)
+    store = tmp_path / "proofs" / "violations-v1.bin"
+    assert store.is_file() and (os.stat(store).st_mode & 0o777) == 0o600
+    models = ViolationFile.open(store).models()
+    assert models and all(len(k) == 16 for k, _m in models)
+    memo.clear()  # a new process knows only the files
+    solved: list[int] = []
+    canonical = solve.canonical_model
+    monkeypatch.setattr(solve, "canonical_model", lambda *a, **k: solved.append(1) or canonical(*a, **k))
+    second = ave("check", "--no-timings", "--json", "-", "--proof-cache", tmp_path, target)
+    assert second.out == first.out and second.code == first.code
+    assert solved == [], "a remembered violation was solved again"
+
+
+def test_a_forged_violation_model_is_not_used(ave, memo, tmp_path):
+    """A model read back is checked against the query: values that do not satisfy it are
+    ignored and the violation is solved as if the file held nothing."""
+    from ave_decl.solver.proof_memo import ViolationFile
+
+    target = EXAMPLES / "gemm_lds_mfma.ave"
+    first = ave("check", "--no-timings", "--json", "-", "--proof-cache", tmp_path, target)
+    store = tmp_path / "proofs" / "violations-v1.bin"
+    forged = [ViolationFile.record(key, sizes, tuple(v + 1 if not isinstance(v, bool) else v for v in values))
+              for key, (sizes, values) in ViolationFile.open(store).models()]
+    store.write_bytes(ViolationFile.MAGIC + b"".join(forged))
+    memo.clear()
+    assert ave("check", "--no-timings", "--json", "-", "--proof-cache", tmp_path, target).out == first.out
+
+
+@pytest.mark.parametrize("tail, kept", [
+    (b"", 2),
+    (b"\x07" * 16 + (5).to_bytes(4, "little") + b"1|", 2),  # torn: the payload is shorter than its length
+    (b"\x07" * 16 + (3).to_bytes(4, "little") + b"1|x", 2),  # not integers: the file ends there
+    (b"\x07" * 16 + (2).to_bytes(4, "little") + b"|T", 3),  # no sizes, one Boolean
+])
+def test_a_damaged_violation_file_is_read_up_to_its_last_whole_record(tmp_path, tail, kept):
+    from ave_decl.solver.proof_memo import ViolationFile
+
+    path = tmp_path / "v.bin"
+    good = [ViolationFile.record(bytes([i]) * 16, (0, 2), (64, -3, True)) for i in range(2)]
+    path.write_bytes(ViolationFile.MAGIC + b"".join(good) + tail)
+    path.chmod(0o600)
+    store = ViolationFile.open(path)
+    models = store.models()
+    assert len(models) == kept and models[0] == (b"\x00" * 16, ((0, 2), (64, -3, True)))
+    store.append(ViolationFile.record(b"\x09" * 16, (), (1,)))
+    store.close()
+    assert ViolationFile.open(path).models()[-1] == (b"\x09" * 16, ((), (1,)))
+    assert len(ViolationFile.open(path).models()) == kept + 1

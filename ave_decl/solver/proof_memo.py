@@ -51,6 +51,7 @@ class ProofMemo:
         self.misses = 0
         self._store: ProofFile | None = None
         self._violations: OrderedDict[bytes, tuple[tuple[int, ...], tuple[int | bool, ...]]] = OrderedDict()
+        self._violation_store: ViolationFile | None = None
 
     def violation(self, key: bytes | None) -> tuple[tuple[int, ...], tuple[int | bool, ...]] | None:
         """The canonical model of a violated query seen before: the positions (in the query's
@@ -66,17 +67,23 @@ class ProofMemo:
     def remember_violation(self, key: bytes | None, sizes: tuple[int, ...], values: tuple[int | bool, ...]) -> None:
         if key is None:
             return
+        if self._violation_store is not None and key not in self._violations:
+            self._violation_store.append(ViolationFile.record(key, sizes, values))
         self._violations[key] = (sizes, values)
         self._violations.move_to_end(key)
         while len(self._violations) > VIOLATION_CAPACITY:
             self._violations.popitem(last=False)
 
     def attach(self, path: Path | None) -> None:
-        """Read the proofs of `path` (a proof file, created if absent) and append new ones to it;
-        None detaches. A file that cannot be read or written leaves the memo in memory only."""
+        """Read the proofs of `path` (a proof file, created if absent) and the violations' models
+        of the violation file beside it, and append new ones to them; None detaches. A file that
+        cannot be read or written leaves the memo in memory only."""
         if self._store is not None and (path is None or self._store.path != path):
             self._store.close()
             self._store = None
+            if self._violation_store is not None:
+                self._violation_store.close()
+                self._violation_store = None
         if path is None or self._store is not None:
             return
         store = ProofFile.open(path, self.capacity)
@@ -87,6 +94,14 @@ class ProofMemo:
         while len(self._proved) > self.capacity:
             self._proved.popitem(last=False)
         self._store = store
+        violations = ViolationFile.open(path.with_name(VIOLATION_FILE), VIOLATION_CAPACITY)
+        if violations is not None:
+            for key, model in violations.models()[-VIOLATION_CAPACITY:]:
+                self._violations[key] = model
+                self._violations.move_to_end(key)
+            while len(self._violations) > VIOLATION_CAPACITY:
+                self._violations.popitem(last=False)
+            self._violation_store = violations
 
     def proved(self, key: bytes | None) -> bool:
         if key is None or key not in self._proved:
@@ -115,25 +130,25 @@ class ProofMemo:
         self.attach(None)
 
 
-class ProofFile:
-    """An append-only file of 16-byte proof digests after a 16-byte header.
+class RecordFile:
+    """An append-only file of records after a 16-byte header.
 
     Appends are single `write`s of one record to a descriptor opened with O_APPEND, so
     concurrent processes (audit workers) never interleave records; a short write (a full disk)
     stops appending, and a torn tail is cut off on the next open. The file is created private
     (0600); a file or folder that is not this user's, or that others can write, or a link, is
-    not used (the memo stays in memory). Concurrent rotation or creation can lose proofs, never
-    make one up. Past CAPACITY records it is rewritten, on the next open, with its newest
-    half. Its content is data: a record is only ever compared with a digest, never decoded."""
+    not used (the memo stays in memory). Concurrent rotation or creation can lose records, never
+    make one up. Past `capacity` records it is rewritten, on the next open, with its newest
+    half. Subclasses say how records are delimited (`_split`)."""
 
-    MAGIC = b"ave-proofs-v1\0\0\0"
+    MAGIC = b""
 
     def __init__(self, path: Path, fd: int):
         self.path = path
         self._fd: int | None = fd
 
     @classmethod
-    def open(cls, path: Path, capacity: int = CAPACITY) -> "ProofFile | None":
+    def open(cls, path: Path, capacity: int = CAPACITY):
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -141,44 +156,51 @@ class ProofFile:
             return None
         store = cls(path, fd)
         if not (_private(os.fstat(fd)) and _private(os.stat(path.parent))):
-            store.close()  # another user's, or writable by others: anyone could forge a proof
+            store.close()  # another user's, or writable by others: anyone could forge a record
             return None
         try:
             size = os.fstat(fd).st_size
             if size == 0 or os.pread(fd, len(cls.MAGIC), 0) != cls.MAGIC:
                 os.ftruncate(fd, 0)
                 os.write(fd, cls.MAGIC)
-            elif (size - len(cls.MAGIC)) % 16:  # a torn last record: later appends must stay aligned
-                os.ftruncate(fd, size - (size - len(cls.MAGIC)) % 16)
-            elif size > len(cls.MAGIC) + 16 * capacity:
-                keep = store.keys()[-max(1, capacity // 2):]
-                store.close()
-                write_atomic(path, cls.MAGIC + b"".join(keep), private=True)
-                return cls.open(path, capacity)
+            else:
+                records, whole = cls._split(store._body())
+                if whole < size - len(cls.MAGIC):  # a torn last record: later appends must follow a whole one
+                    os.ftruncate(fd, len(cls.MAGIC) + whole)
+                elif len(records) > capacity:
+                    store.close()
+                    write_atomic(path, cls.MAGIC + b"".join(records[-max(1, capacity // 2):]), private=True)
+                    return cls.open(path, capacity)
         except (OSError, UsageError):
             store.close()
             return None
         return store
 
-    def keys(self) -> list[bytes]:
-        if self._fd is None:
-            return []
-        try:
-            data = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
-        except OSError:
-            return []
-        body = data[len(self.MAGIC):]
-        return [body[i:i + 16] for i in range(0, len(body) - len(body) % 16, 16)]
+    @classmethod
+    def _split(cls, body: bytes) -> tuple[list[bytes], int]:
+        """The whole records of `body`, each as written, and the length they take."""
+        raise NotImplementedError
 
-    def append(self, key: bytes) -> None:
+    def _body(self) -> bytes:
+        if self._fd is None:
+            return b""
+        try:
+            return os.pread(self._fd, os.fstat(self._fd).st_size, 0)[len(self.MAGIC):]
+        except OSError:
+            return b""
+
+    def records(self) -> list[bytes]:
+        return self._split(self._body())[0]
+
+    def append(self, record: bytes) -> None:
         if self._fd is None:
             return
         try:
-            if os.write(self._fd, key) == len(key):
+            if os.write(self._fd, record) == len(record):
                 return
         except OSError:
             pass
-        self.close()  # a full disk costs later runs these proofs, nothing else
+        self.close()  # a full disk costs later runs these records, nothing else
 
     def close(self) -> None:
         if self._fd is not None:
@@ -187,6 +209,71 @@ class ProofFile:
             except OSError:
                 pass
             self._fd = None
+
+
+class ProofFile(RecordFile):
+    """Proof digests, 16 bytes each. Its content is data: a record is only ever compared with a
+    digest, never decoded."""
+
+    MAGIC = b"ave-proofs-v1\0\0\0"
+
+    @classmethod
+    def _split(cls, body: bytes) -> tuple[list[bytes], int]:
+        whole = len(body) - len(body) % 16
+        return [body[i:i + 16] for i in range(0, whole, 16)], whole
+
+    def keys(self) -> list[bytes]:
+        return self.records()
+
+
+VIOLATION_FILE = "violations-v1.bin"
+_MAX_MODEL_BYTES = 1 << 20
+
+
+class ViolationFile(RecordFile):
+    """Canonical models of violated queries (ProofMemo.violation), so that another process (an
+    audit's next chunk, an agent's next candidate with --proof-cache) does not solve a violation
+    again. A record: the 16-byte key, the payload's length (4 bytes, little-endian), the payload
+    `sizes|values` in ASCII (comma-separated integers; T and F for Booleans). Its content is data:
+    a payload is read as integers only, and a model read back is used only after it is checked
+    to satisfy the query it is offered for (canonical_model.model_of_values), so a forged record
+    can at most choose which true counterexample is printed. A record that does not decode ends
+    the file (what follows it is cut off on the next open, as a torn tail)."""
+
+    MAGIC = b"ave-violations1\0"
+
+    @staticmethod
+    def record(key: bytes, sizes: tuple[int, ...], values: tuple[int | bool, ...]) -> bytes:
+        payload = (",".join(map(str, sizes)) + "|" + ",".join(
+            ("T" if v else "F") if isinstance(v, bool) else str(v) for v in values)).encode("ascii")
+        return key + len(payload).to_bytes(4, "little") + payload
+
+    @classmethod
+    def _split(cls, body: bytes) -> tuple[list[bytes], int]:
+        out, at = [], 0
+        while at + 20 <= len(body):
+            n = int.from_bytes(body[at + 16:at + 20], "little")
+            if n > _MAX_MODEL_BYTES or at + 20 + n > len(body) or _decode(body[at + 20:at + 20 + n]) is None:
+                break
+            out.append(body[at:at + 20 + n])
+            at += 20 + n
+        return out, at
+
+    def models(self) -> list[tuple[bytes, tuple[tuple[int, ...], tuple[int | bool, ...]]]]:
+        return [(r[:16], _decode(r[20:])) for r in self.records()]  # type: ignore[misc]
+
+
+def _decode(payload: bytes) -> tuple[tuple[int, ...], tuple[int | bool, ...]] | None:
+    """`sizes|values` back into integers and Booleans, or None."""
+    try:
+        text = payload.decode("ascii")
+        sizes_text, values_text = text.split("|")
+        sizes = tuple(int(x) for x in sizes_text.split(",")) if sizes_text else ()
+        values = tuple(True if x == "T" else False if x == "F" else int(x)
+                       for x in values_text.split(",")) if values_text else ()
+    except ValueError:  # UnicodeDecodeError is one, and so is an integer past Python's digit limit
+        return None
+    return (sizes, values) if all(x >= 0 for x in sizes) else None
 
 
 def _private(st: os.stat_result) -> bool:
