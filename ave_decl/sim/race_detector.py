@@ -165,7 +165,8 @@ class RaceDetector:
         tr.lines_lanes += cell.size
         if tr.lines_lanes > _PENDING_LANES:
             self._lines(tr)
-        if not distinct and (tr.w[cell] != mine).any():  # another group's store to one element won the scatter: several at once
+        # another group's store to one element won the scatter: several groups at once
+        if not distinct and (tr.w[cell] != mine).any():
             groups = self.group_of[ts]
             lo = np.full(tr.w.size, np.iinfo(np.int32).max, np.int32)
             hi = np.full(tr.w.size, -1, np.int32)

@@ -389,9 +389,10 @@ class AccessQueries:
         constant bounds (swizzles make the Z3 query slow): {} = conflict-free, a witness (two
         threads and the loop values) otherwise, None = not enumerable (Z3 decides). A remainder
         of a symbolic loop's variable (a pipeline stage, `(kt // 32) % 2`), not of the thread id,
-        is enumerated over every value it may take (hw.expr.residues): a superset of the executed points, so it
-        proves a conflict-free access but leaves any conflict it finds to Z3 (that stage may
-        never run), e.g. the ldmatrix reads of speed/gemm_mma_pipelined.ave (1-2.4 s each in Z3)."""
+        is enumerated over every value it may take (hw.expr.residues): a superset of the
+        executed points, so it proves a conflict-free access but leaves any conflict it finds to
+        Z3 (that stage may never run), e.g. the ldmatrix reads of speed/gemm_mma_pipelined.ave
+        (1-2.4 s each in Z3)."""
         import numpy as np
 
         from ..hw.expr import evaluate, residues

@@ -342,7 +342,8 @@ class KernelSolver:
         if proof_memo.MEMO.proved(key):
             outcome = z3.unsat
         else:
-            outcome = self.enc.quick_check(self.enc.prepare(formulas), self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])[0]
+            prepared = self.enc.prepare(formulas)
+            outcome = self.enc.quick_check(prepared, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])[0]
             if outcome == z3.unsat:
                 proof_memo.MEMO.remember(key)
         self._relaxed_outcomes[id(q)] = (q, outcome)  # the query kept alive: its id stays its own
