@@ -87,7 +87,7 @@ class AccessQueries:
                 violated = self.enc.bool_val(True)
             else:
                 violated = z3.Or(*[x != y for x, y in zip(alt.tag, expected.tag)])
-            out.append(Query(inst.constraints + alt.constraints, violated, alt, expected, inst, inst, inst))
+            out.append(Query.joined((inst.constraints, alt.constraints), violated, alt, expected, inst, inst, inst))
         return out
 
     def outside_views(self, site: int, aid: int) -> list[Query]:
@@ -283,8 +283,8 @@ class AccessQueries:
                 else:
                     violated = z3.Or(*[r != x for r, x in zip(right.tag, want)]) if right.tag else \
                         self.enc.bool_val(False)
-                out.append(Query(inst.constraints + left.constraints + right.constraints, violated, left, right,
-                                 inst, inst, inst))
+                out.append(Query.joined((inst.constraints, left.constraints, right.constraints), violated, left,
+                                        right, inst, inst, inst))
         return out
 
     def reduce_uniform(self, site: int, reduced: int, arg: int) -> list[Query]:
@@ -336,8 +336,8 @@ class AccessQueries:
                     continue
                 else:
                     violated = z3.Or(*[a != b for a, b in zip(rx.tag, ry.tag)])
-                out.append(Query(cons + x.constraints + y.constraints, violated, x, y, first, first, second,
-                                 dict(extras or {})))
+                out.append(Query.joined((cons, x.constraints, y.constraints), violated, x, y, first, first, second,
+                                        dict(extras or {})))
         return out
 
     # -------------------------------------------------- K coverage
@@ -366,8 +366,8 @@ class AccessQueries:
             for y in self.expander.value(va, i2):
                 if x.tag is None or y.tag is None or not x.tag or not y.tag:
                     continue  # an untagged operand is reported by ave/mma-k-pairing
-                out.append(Query(cons + x.constraints + y.constraints, x.tag[-1] == y.tag[-1], x, y, b1, i1, i2,
-                                 {"k1": k1, "k2": k2, "slot": b1.env["slot"]}))
+                out.append(Query.joined((cons, x.constraints, y.constraints), x.tag[-1] == y.tag[-1], x, y, b1, i1,
+                                        i2, {"k1": k1, "k2": k2, "slot": b1.env["slot"]}))
         return out
 
     def _accumulation_boundary(self, site: int) -> set[int]:

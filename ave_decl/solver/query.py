@@ -20,3 +20,11 @@ class Query:
     rhs_inst: Instance
     extras: dict[str, z3.ArithRef] = field(default_factory=dict)
     unknown: str = ""  # non-empty: the query could not be posed (reason); the obligation is UNKNOWN
+    # the lists `constraints` joins (the use's, each side's), when the builder has them: an
+    # obligation's queries share them, so their slices are made once per part (solver/slicing.py)
+    parts: tuple[list, ...] = ()
+
+    @classmethod
+    def joined(cls, parts: tuple[list, ...], violated: z3.BoolRef, *rest, **kw) -> Query:
+        """A query whose constraints are `parts` joined, kept apart for slicing."""
+        return cls([c for part in parts for c in part], violated, *rest, parts=parts, **kw)

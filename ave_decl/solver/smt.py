@@ -84,8 +84,12 @@ class Encoder:
     def query_key(self, formulas: list[z3.BoolRef]) -> bytes | None:
         """The proof memo's key of a query's formulas with the ranges of their variables
         (solver/proof_memo.py); None when the query is not digested or the memo is off."""
-        if not self.use_proof_memo:
-            return None
+        return self.content_key(formulas) if self.use_proof_memo else None
+
+    def content_key(self, formulas: list[z3.BoolRef]) -> bytes | None:
+        """The alpha-invariant digest of formulas with their variables' ranges, memo or not:
+        equal keys are equisatisfiable queries (one obligation's slices share their proofs
+        by it); None when they cannot be digested."""
         if self._digester is None:
             self._digester = FormulaDigester(self.ctx, self.ranges)
         return self._digester.key(formulas)

@@ -1,0 +1,116 @@
+"""Query slicing (solver/slicing.py, `KernelSolver._proved_sliced`): a slice is some of its
+query's constraints plus its property, so its UNSAT is the query's; the queries it proves are
+UNSAT in full; and the report is the one the check gives without slicing."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import z3
+from conftest import EXAMPLES
+
+from ave_decl import check
+from ave_decl.report.model import Verdict
+from ave_decl.solver.deferred import relaxed, strict
+from ave_decl.solver.slicing import Slicer, query_slice, worth_slicing
+from ave_decl.solver.solve import KernelSolver
+
+FA = EXAMPLES / "production" / "fa_fwd_gfx942.ave"
+# the production attention dividing O by another row's sum: a row-statistics violation at the O
+# store, in an obligation whose 648 queries are sliced
+ROW_BUG = ("O[h, row, lane % 32] = o0[r] / l[r]", "O[h, row, lane % 32] = o0[r] / l[(r + 4) % 16]")
+
+
+def _ids(formulas) -> list[int]:
+    return [f.get_id() for f in formulas]
+
+
+def test_connected_keeps_what_reaches_the_property_and_nothing_over_a_blocked_variable():
+    ctx = z3.Context()
+    x, y, z, w, b = (z3.Int(n, ctx) for n in "xyzwb")
+    link, bound, apart, pinned = x == y + 1, y < 5, z == w, b == x
+    slicer = Slicer(ctx)
+    prop = x != 3
+    kept = slicer.connected([link, apart, pinned, bound], slicer.variables(prop),
+                            frozenset({slicer.variables(b == b).__iter__().__next__()}))
+    assert _ids(kept) == _ids([link, bound])
+    assert _ids(slicer.connected([link, apart, pinned, bound], slicer.variables(prop), frozenset())) == \
+        _ids([link, pinned, bound])
+
+
+def test_worth_slicing_needs_fewer_distinct_slices_or_much_smaller_ones():
+    assert worth_slicing(648, 162, 9000, 10000)
+    assert worth_slicing(9, 9, 40, 100)
+    assert not worth_slicing(9, 9, 85, 100)
+
+
+def _queries_of(path: Path, monkeypatch) -> list:
+    """Every obligation's queries, as `discharge` builds them."""
+    seen: list = []
+    built = KernelSolver._queries
+
+    def recording(self, *args):
+        queries = built(self, *args)
+        seen.extend(queries)
+        return queries
+
+    monkeypatch.setattr(KernelSolver, "_queries", recording)
+    check(str(path), violation_sets=False)
+    return seen
+
+
+@pytest.mark.parametrize("name", ["flash_attention_gqa.ave", "packed/gemm_packed_transpose.ave",
+                                  "gemm_mma_ldmatrix.ave"])
+def test_a_slice_is_its_querys_property_and_some_of_its_constraints(name, monkeypatch):
+    queries = _queries_of(EXAMPLES / name, monkeypatch)
+    sliced = 0
+    for q in queries:
+        if not hasattr(q.violated, "get_id"):
+            continue
+        s = query_slice(Slicer(q.violated.ctx), q)
+        if s is None:
+            continue
+        sliced += 1
+        *kept, prop = s.formulas
+        assert prop.get_id() == q.violated.get_id()
+        whole = _ids(relaxed(q.constraints))
+        assert set(_ids(kept)) <= set(whole), "a formula the query does not assert"
+        assert s.kept == len(kept) < s.whole == len(whole)
+    assert sliced, f"{name}: no query was sliced, the test checks nothing"
+
+
+def test_the_queries_slices_prove_in_production_attention_are_unsat_in_full(monkeypatch):
+    proved_by_slices: list = []
+    sliced = KernelSolver._proved_sliced
+
+    def watched(self, queries):
+        proved = sliced(self, queries)
+        chosen = [q for q in queries if id(q) in proved]
+        for q in chosen[:: max(1, len(chosen) // 4)]:  # a few per obligation: each full query costs
+            solver = z3.Solver(ctx=self.enc.ctx)
+            solver.set("timeout", 60_000)
+            solver.add(*self.enc.prepare([*self.base, *strict(q.constraints), q.violated, *self.enc.side]))
+            proved_by_slices.append(solver.check())
+        return proved
+
+    monkeypatch.setattr(KernelSolver, "_proved_sliced", watched)
+    (k,) = check(str(FA), violation_sets=False).kernels
+    assert k.verdict == Verdict.VERIFIED
+    assert len(proved_by_slices) >= 20, "slicing proved too little here to test anything"
+    assert z3.sat not in proved_by_slices
+
+
+def _report(text: str, path: str) -> str:
+    return json.dumps(check(text, path=path, violation_sets=False).to_json(timings=False), sort_keys=True)
+
+
+@pytest.mark.slow
+def test_a_row_statistics_violation_is_reported_as_without_slicing(monkeypatch):
+    text = FA.read_text()
+    assert ROW_BUG[0] in text
+    text = text.replace(*ROW_BUG)
+    with_slices = _report(text, str(FA))
+    assert '"ave/row-statistics"' in with_slices and '"violation"' in with_slices.lower()
+    monkeypatch.setattr(KernelSolver, "_proved_sliced", lambda self, queries: set())
+    assert _report(text, str(FA)) == with_slices
