@@ -43,6 +43,7 @@ def test_worth_slicing_needs_fewer_distinct_slices_or_much_smaller_ones():
     assert worth_slicing(648, 162, 9000, 10000)
     assert worth_slicing(9, 9, 40, 100)
     assert not worth_slicing(9, 9, 85, 100)
+    assert worth_slicing(9, 6, 85, 100) and not worth_slicing(9, 7, 85, 100)
 
 
 def _queries_of(path: Path, monkeypatch) -> list:

@@ -295,26 +295,15 @@ class KernelSolver:
         if len(posed) < TOGETHER_MIN:
             return set()
         slicer = Slicer(self.enc.ctx)
-        by_key: dict[bytes, list[z3.BoolRef]] = {}
-        keys: dict[tuple[int, ...], bytes | None] = {}  # a slice's identity -> its content key
-        users: list[tuple[Query, bytes]] = []
-        kept = whole = 0
-        for q in posed:
-            sliced = query_slice(slicer, q)
-            if sliced is None:
-                continue
-            if sliced.identity not in keys:
-                keys[sliced.identity] = self.enc.content_key([*self.base, *sliced.formulas, *self.enc.side])
-            key = keys[sliced.identity]
-            if key is None:
-                continue
-            by_key.setdefault(key, sliced.formulas)
-            users.append((q, key))
-            kept, whole = kept + sliced.kept, whole + sliced.whole
-        if not worth_slicing(len(posed), len(by_key), kept, whole):
-            return set()
+        made = [(q, sliced) for q in posed if (sliced := query_slice(slicer, q)) is not None]
+        distinct = {sliced.identity: sliced.formulas for _q, sliced in made}  # equal parts' slices, equal identity
+        if not worth_slicing(len(posed), len(distinct), sum(s.kept for _q, s in made), sum(s.whole for _q, s in made)):
+            return set()  # decided before any digest: most obligations end here
+        keys = {identity: self.enc.content_key([*self.base, *formulas, *self.enc.side])
+                for identity, formulas in distinct.items()}
+        by_key = {key: distinct[identity] for identity, key in keys.items() if key is not None}
         proved_keys = self._proved_slices(by_key)
-        return {id(q) for q, key in users if key in proved_keys}
+        return {id(q) for q, sliced in made if keys[sliced.identity] in proved_keys}
 
     def _proved_slices(self, slices: dict[bytes, list[z3.BoolRef]]) -> set[bytes]:
         """The keys of the slices proved: a group of up to SLICES_TOGETHER at once (their
