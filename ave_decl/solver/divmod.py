@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import z3
 
-from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _wrap, int_binary, int_sum
+from .raw_terms import (_app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _get_sort, _num_args, _sort_kind, _wrap,
+                        int_binary, int_sum)
 
 Interval = tuple[int, int]
 Linear = tuple[dict[int, tuple[z3.ArithRef, int]], int]  # atom id -> (atom, coefficient), constant
@@ -140,13 +141,14 @@ class DivModSimplifier:
         # nested division / modulo of a single atom
         if not terms or (len(terms) == 1 and const == 0 and next(iter(terms.values()))[1] == 1):
             inner = next(iter(terms.values()))[0] if terms else None
-            if inner is not None and z3.is_app(inner) and inner.num_args() == 2 and z3.is_int_value(inner.arg(1)):
-                a = inner.arg(1).as_long()
-                k = inner.decl().kind()
+            raw = inner.as_ast() if inner is not None else None
+            a = self._numeral(_arg(self._cref, raw, 1)) if raw is not None and self._binary(raw) else None
+            if a is not None:
+                k = _decl_kind(self._cref, _app_decl(self._cref, raw))
                 if is_div and k == z3.Z3_OP_IDIV and a > 0:
-                    return self._divmod(True, inner.arg(0), a * c)
+                    return self._divmod(True, self._child(raw, 0), a * c)
                 if not is_div and k == z3.Z3_OP_MOD and a > 0 and a % c == 0:
-                    return self._divmod(False, inner.arg(0), c)
+                    return self._divmod(False, self._child(raw, 0), c)
         # multiples of c leave the remainder
         big = {k: (atom, a // c) for k, (atom, a) in terms.items() if a % c == 0}
         rest = {k: v for k, v in terms.items() if k not in big}
@@ -155,8 +157,9 @@ class DivModSimplifier:
             r = self._divmod(is_div, self._build(rest, const), c)
             if not is_div:
                 return r
-            if z3.is_int_value(r):
-                return self._build(big, quotient + r.as_long())
+            remainder = self._numeral(r.as_ast())
+            if remainder is not None:
+                return self._build(big, quotient + remainder)
             return int_binary("add", self._build(big, quotient), r)
         # the remainder stays inside one multiple of c
         iv = self._interval_linear(rest, const)
@@ -185,7 +188,7 @@ class DivModSimplifier:
         by AST id (the entry keeps `t`, so the id stays its own): the same sums are decomposed
         again by every division of them and by every interval asked of them. Callers must not
         mutate the result."""
-        key = t.get_id()
+        key = _ast_id(self._cref, t.as_ast())
         hit = self._linears.get(key)
         if hit is None:
             hit = (t, self._linear_of(t))
@@ -193,28 +196,46 @@ class DivModSimplifier:
         return hit[1]
 
     def _linear_of(self, t: z3.ArithRef) -> Linear:
-        if z3.is_int_value(t):
-            return {}, t.as_long()
-        k = t.decl().kind() if z3.is_app(t) else None
+        c, a = self._cref, t.as_ast()
+        value = self._numeral(a)
+        if value is not None:
+            return {}, value
+        k = _decl_kind(c, _app_decl(c, a)) if _ast_kind(c, a) == z3.Z3_APP_AST else None
         if k == z3.Z3_OP_ADD or k == z3.Z3_OP_SUB:
-            parts = [self._linear(t.arg(i)) for i in range(t.num_args())]
+            parts = [self._linear(self._child(a, i)) for i in range(_num_args(c, a))]
             terms, const = dict(parts[0][0]), parts[0][1]
             sign = -1 if k == z3.Z3_OP_SUB else 1
             for p_terms, p_const in parts[1:]:
                 const += sign * p_const
-                for key, (atom, a) in p_terms.items():
-                    terms[key] = (atom, terms.get(key, (atom, 0))[1] + sign * a)
+                for key, (atom, coefficient) in p_terms.items():
+                    terms[key] = (atom, terms.get(key, (atom, 0))[1] + sign * coefficient)
             return {key: v for key, v in terms.items() if v[1] != 0}, const
         if k == z3.Z3_OP_UMINUS:
-            terms, const = self._linear(t.arg(0))
-            return {key: (atom, -a) for key, (atom, a) in terms.items()}, -const
-        if k == z3.Z3_OP_MUL and t.num_args() == 2:
+            terms, const = self._linear(self._child(a, 0))
+            return {key: (atom, -coefficient) for key, (atom, coefficient) in terms.items()}, -const
+        if k == z3.Z3_OP_MUL and _num_args(c, a) == 2:
             for i in (0, 1):
-                if z3.is_int_value(t.arg(i)):
-                    f = t.arg(i).as_long()
-                    terms, const = self._linear(t.arg(1 - i))
-                    return {key: (atom, a * f) for key, (atom, a) in terms.items() if a * f != 0}, const * f
-        return {t.get_id(): (t, 1)}, 0
+                f = self._numeral(_arg(c, a, i))
+                if f is not None:
+                    terms, const = self._linear(self._child(a, 1 - i))
+                    return {key: (atom, x * f) for key, (atom, x) in terms.items() if x * f != 0}, const * f
+        return {_ast_id(c, a): (t, 1)}, 0
+
+    # ---------------------------------------------- raw getters (z3py's cost 3-5 us each)
+    def _numeral(self, a: z3.Ast) -> int | None:
+        """The value of an Int numeral (z3.is_int_value / as_long), else None."""
+        c = self._cref
+        if _ast_kind(c, a) != z3.Z3_NUMERAL_AST or _sort_kind(c, _get_sort(c, a)) != z3.Z3_INT_SORT:
+            return None
+        return int(z3.Z3_get_numeral_string(c, a))
+
+    def _binary(self, a: z3.Ast) -> bool:
+        """An application of two arguments (z3.is_app and num_args() == 2)."""
+        c = self._cref
+        return _ast_kind(c, a) == z3.Z3_APP_AST and _num_args(c, a) == 2
+
+    def _child(self, a: z3.Ast, i: int) -> z3.ArithRef:
+        return _wrap(_arg(self._cref, a, i), self.ctx)
 
     def _build(self, terms: dict[int, tuple[z3.ArithRef, int]], const: int) -> z3.ArithRef:
         parts = [atom if a == 1 else int_binary("mul", atom, self._int(a)) for atom, a in terms.values()]
@@ -241,27 +262,31 @@ class DivModSimplifier:
 
     def interval(self, t: z3.ArithRef) -> Interval | None:
         """Known bounds of an integer term from the variable ranges (None when unbounded)."""
-        key = t.get_id()
+        c, a = self._cref, t.as_ast()
+        key = _ast_id(c, a)
         hit = self._intervals.get(key)
         if hit is not None:
             self._note(hit[2])
             return hit[1]
         self._frames.append({})
         r: Interval | None = None
-        if z3.is_int_value(t):
-            r = (t.as_long(), t.as_long())
-        elif z3.is_const(t):
+        value = self._numeral(a)
+        app = _ast_kind(c, a) == z3.Z3_APP_AST
+        divisor = self._numeral(_arg(c, a, 1)) if value is None and app and _num_args(c, a) == 2 else None
+        if value is not None:
+            r = (value, value)
+        elif app and _num_args(c, a) == 0:
             r = self.ranges.get(key)
             if r is not None:
                 self._frames[-1][key] = t
-        elif z3.is_app(t) and t.num_args() == 2 and z3.is_int_value(t.arg(1)) and t.arg(1).as_long() > 0:
-            c, k = t.arg(1).as_long(), t.decl().kind()
-            inner = self.interval(t.arg(0)) if k in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) else None
+        elif divisor is not None and divisor > 0:
+            k = _decl_kind(c, _app_decl(c, a))
+            inner = self.interval(self._child(a, 0)) if k in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) else None
             if k == z3.Z3_OP_IDIV and inner is not None:
-                r = (inner[0] // c, inner[1] // c)
+                r = (inner[0] // divisor, inner[1] // divisor)
             elif k == z3.Z3_OP_MOD:
-                r = inner if inner is not None and inner[0] >= 0 and inner[1] < c else (0, c - 1)
-        if r is None and z3.is_app(t) and z3.is_arith(t):
+                r = inner if inner is not None and inner[0] >= 0 and inner[1] < divisor else (0, divisor - 1)
+        if r is None and app and _sort_kind(c, _get_sort(c, a)) in (z3.Z3_INT_SORT, z3.Z3_REAL_SORT):
             terms, const = self._linear(t)
             if len(terms) != 1 or next(iter(terms.values()))[0].get_id() != key:
                 r = self._interval_linear(terms, const)
