@@ -333,10 +333,14 @@ class FormulaDigester:
 
     def key(self, formulas: list[z3.BoolRef]) -> bytes | None:
         """The digest of a query (None when it cannot be digested: see the module docstring)."""
-        self._keep.extend(f for f in formulas if f.get_id() not in self._memo)  # ids stay theirs
+        c, memo = self._cref, self._memo
         entries = []
         for f in formulas:
-            e = self._digest(f.as_ast())
+            a = f.as_ast()
+            e = memo.get(_ast_id(c, a), _UNSEEN)
+            if e is _UNSEEN:
+                self._keep.append(f)  # its id stays its own while the entry lives
+                e = self._digest(a)
             if e is None:
                 return None
             entries.append(e)
@@ -392,18 +396,24 @@ class FormulaDigester:
         return out
 
 
+_UNSEEN = object()
+
+
 def _combine(h, entries: list[tuple[bytes, tuple[int, ...]]]) -> tuple[int, ...]:
     """Feed the entries' shapes and the positions of their variables in the combined
-    first-occurrence list into `h`; return that list."""
+    first-occurrence list into `h` (one update: the same digest as one update per piece);
+    return that list."""
     index: dict[int, int] = {}
+    fed = bytearray()
     for shape, variables in entries:
-        h.update(shape)
+        fed += shape
         for v in variables:
             pos = index.get(v)
             if pos is None:
                 pos = index[v] = len(index)
-            h.update(pos.to_bytes(4, "little"))
-        h.update(b")")
+            fed += pos.to_bytes(4, "little")
+        fed += b")"
+    h.update(fed)
     return tuple(index)
 
 
