@@ -325,3 +325,18 @@ def dump_relations(prog: Program, kernels: list[KernelFacts], derived: dict[str,
         dump.tuples = [RelationTuple(list(row), [None] * len(row), [None] * len(row)) for row in ordered(rows_of(rel))]
         out.append(dump)
     return out
+
+
+def start_learning() -> None:
+    """Record the proofs and violations' models this process learns from now on (an audit
+    chunk's child; solver/proof_memo.py)."""
+    proof_memo.MEMO.start_journal()
+
+
+def learned_proofs() -> proof_memo.Learned:
+    return proof_memo.MEMO.journal()
+
+
+def learn_proofs(learned: proof_memo.Learned) -> None:
+    """Take what another process learned, so the processes forked from this one start with it."""
+    proof_memo.MEMO.learn(learned)

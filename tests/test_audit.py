@@ -194,3 +194,23 @@ def test_sarif_of_a_finding_inside_a_helper_names_the_call(tmp_path, ave, sarif_
     (call,) = tag["relatedLocations"]
     assert call["message"]["text"] == "call of helper 'mma_step'"
     assert call["physicalLocation"]["region"]["startLine"] == 51
+
+
+def test_later_chunks_start_with_the_proofs_earlier_chunks_learned(tmp_path, monkeypatch):
+    """A chunk's child sends back what it proved (and the violations' models it found); the
+    audit's later children are forked with them. The report is the one without that sharing."""
+    from ave_decl.audit import batch
+    from ave_decl.solver import proof_memo
+
+    for i, name in enumerate(["gemm_lds_mfma.ave", "gemm_lds_mfma.ave", "untagged_operand.ave"]):
+        text = (EXAMPLES / name).read_text().replace("def ", f"def v{i}_", 1)
+        (tmp_path / f"k{i}.ave").write_text(text)
+    opts = AuditOptions(Options(violation_sets=False), jobs=1, file_timeout_s=600, chunk=1)
+    proof_memo.MEMO.clear()
+    shared, _ = audit([str(tmp_path)], opts)
+    learned = len(proof_memo.MEMO._proved)
+    proof_memo.MEMO.clear()
+    monkeypatch.setattr(batch, "learn_proofs", lambda learned: None)
+    alone, _ = audit([str(tmp_path)], opts)
+    assert learned > 0 and len(proof_memo.MEMO._proved) == 0
+    assert json.dumps(shared.to_json(timings=False)) == json.dumps(alone.to_json(timings=False))

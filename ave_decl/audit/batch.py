@@ -25,7 +25,7 @@ from typing import Callable, Protocol, Union
 from ..lang.errors import AveError, ExitCode, UsageError
 from ..lang.source import MAX_SOURCE_BYTES, SourceFile
 from ..lang.source import read_regular as read_source_bytes
-from ..pipeline import Options, error_report, internal_error, read_sources, run
+from ..pipeline import Options, error_report, internal_error, learn_proofs, learned_proofs, read_sources, run, start_learning
 from ..report.model import ErrorReport, KernelReport, Report
 from .cache import Cache, key
 from .discover import discover, unreadable
@@ -124,7 +124,9 @@ def check_files(items: list[Item], opts: Options) -> dict[str, FileResult]:
 
 def _worker(items: list[Item], opts: Options, conn) -> None:
     try:
-        conn.send(("ok", check_files(items, opts)))
+        start_learning()
+        results = check_files(items, opts)
+        conn.send(("ok", (results, learned_proofs())))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         conn.send(("crash", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -178,7 +180,11 @@ class Chunk:
             self.proc.kill()
         self.proc.join()
         self.conn.close()
-        return Outcome("ok", payload) if status == "ok" else Outcome(status, why=payload)
+        if status != "ok":
+            return Outcome(status, why=payload)
+        results, learned = payload
+        learn_proofs(learned)  # the next chunks forked here start with this chunk's proofs
+        return Outcome("ok", results)
 
 
 def run_chunk(items: list[Item], opts: AuditOptions) -> Outcome:

@@ -23,6 +23,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import z3
 
@@ -40,6 +41,13 @@ def enabled() -> bool:
     return os.environ.get("AVE_PROOF_MEMO", "on").lower() not in ("off", "0", "no", "false")
 
 
+class Learned(NamedTuple):
+    """Proof keys and violations' (key, (size positions, values)) a process learned."""
+
+    proofs: list[bytes]
+    violations: list[tuple[bytes, tuple[tuple[int, ...], tuple[int | bool, ...]]]]
+
+
 class ProofMemo:
     """Digests of proved queries, most recently used last (bounded), optionally backed by a
     proof file (`attach`) that other processes read and append to."""
@@ -52,6 +60,7 @@ class ProofMemo:
         self._store: ProofFile | None = None
         self._violations: OrderedDict[bytes, tuple[tuple[int, ...], tuple[int | bool, ...]]] = OrderedDict()
         self._violation_store: ViolationFile | None = None
+        self._journal: Learned | None = None  # what was learned since `start_journal`, when on
 
     def violation(self, key: bytes | None) -> tuple[tuple[int, ...], tuple[int | bool, ...]] | None:
         """The canonical model of a violated query seen before: the positions (in the query's
@@ -69,6 +78,8 @@ class ProofMemo:
             return
         if self._violation_store is not None and key not in self._violations:
             self._violation_store.append(ViolationFile.record(key, sizes, values))
+        if self._journal is not None and key not in self._violations:
+            self._journal.violations.append((key, (sizes, values)))
         self._violations[key] = (sizes, values)
         self._violations.move_to_end(key)
         while len(self._violations) > VIOLATION_CAPACITY:
@@ -103,6 +114,30 @@ class ProofMemo:
                 self._violations.popitem(last=False)
             self._violation_store = violations
 
+    def start_journal(self) -> None:
+        """Record from now on the proofs and violations' models this process learns (`journal`):
+        an audit chunk's forked child sends them to the parent, whose later children start
+        with them (`learn`)."""
+        self._journal = Learned([], [])
+
+    def journal(self) -> Learned:
+        return self._journal if self._journal is not None else Learned([], [])
+
+    def learn(self, learned: Learned) -> None:
+        """Take proofs and models another process learned (in memory: a proof file, if any, got
+        them from that process). Both are keyed by the query's digest, so, as with a proof file,
+        what a kernel is told depends only on its queries."""
+        for key in learned.proofs:
+            self._proved[key] = None
+            self._proved.move_to_end(key)
+        while len(self._proved) > self.capacity:
+            self._proved.popitem(last=False)
+        for key, model in learned.violations:
+            self._violations[key] = model
+            self._violations.move_to_end(key)
+        while len(self._violations) > VIOLATION_CAPACITY:
+            self._violations.popitem(last=False)
+
     def proved(self, key: bytes | None) -> bool:
         if key is None or key not in self._proved:
             if key is not None:
@@ -117,6 +152,8 @@ class ProofMemo:
             return
         if self._store is not None and key not in self._proved:
             self._store.append(key)
+        if self._journal is not None and key not in self._proved:
+            self._journal.proofs.append(key)
         self._proved[key] = None
         self._proved.move_to_end(key)
         while len(self._proved) > self.capacity:
