@@ -129,10 +129,8 @@ class DivModSimplifier:
         return a if made is None else made.as_ast()
 
     def _positive_numeral(self, a: z3.Ast) -> int | None:
-        if _ast_kind(self._cref, a) != z3.Z3_NUMERAL_AST:
-            return None
-        v = int(z3.Z3_get_numeral_string(self._cref, a))
-        return v if v > 0 else None
+        v = self._numeral(a)
+        return v if v is not None and v > 0 else None
 
     def _divmod(self, is_div: bool, x: z3.ArithRef, c: int) -> z3.ArithRef:
         if c == 1:

@@ -80,10 +80,7 @@ class ProofMemo:
             self._violation_store.append(ViolationFile.record(key, sizes, values))
         if self._journal is not None and key not in self._violations:
             self._journal.violations.append((key, (sizes, values)))
-        self._violations[key] = (sizes, values)
-        self._violations.move_to_end(key)
-        while len(self._violations) > VIOLATION_CAPACITY:
-            self._violations.popitem(last=False)
+        self._keep_violations(((key, (sizes, values)),))
 
     def attach(self, path: Path | None) -> None:
         """Read the proofs of `path` (a proof file, created if absent) and the violations' models
@@ -100,18 +97,11 @@ class ProofMemo:
         store = ProofFile.open(path, self.capacity)
         if store is None:
             return
-        for key in store.keys()[-max(1, self.capacity):]:
-            self._proved[key] = None
-        while len(self._proved) > self.capacity:
-            self._proved.popitem(last=False)
+        self._keep_proofs(store.keys()[-max(1, self.capacity):])
         self._store = store
         violations = ViolationFile.open(path.with_name(VIOLATION_FILE), VIOLATION_CAPACITY)
         if violations is not None:
-            for key, model in violations.models()[-VIOLATION_CAPACITY:]:
-                self._violations[key] = model
-                self._violations.move_to_end(key)
-            while len(self._violations) > VIOLATION_CAPACITY:
-                self._violations.popitem(last=False)
+            self._keep_violations(violations.models()[-VIOLATION_CAPACITY:])
             self._violation_store = violations
 
     def start_journal(self) -> None:
@@ -127,12 +117,19 @@ class ProofMemo:
         """Take proofs and models another process learned (in memory: a proof file, if any, got
         them from that process). Both are keyed by the query's digest, so, as with a proof file,
         what a kernel is told depends only on its queries."""
-        for key in learned.proofs:
+        self._keep_proofs(learned.proofs)
+        self._keep_violations(learned.violations)
+
+    def _keep_proofs(self, keys) -> None:
+        """In memory, most recent last, the oldest dropped past the capacity."""
+        for key in keys:
             self._proved[key] = None
             self._proved.move_to_end(key)
         while len(self._proved) > self.capacity:
             self._proved.popitem(last=False)
-        for key, model in learned.violations:
+
+    def _keep_violations(self, models) -> None:
+        for key, model in models:
             self._violations[key] = model
             self._violations.move_to_end(key)
         while len(self._violations) > VIOLATION_CAPACITY:
@@ -154,10 +151,7 @@ class ProofMemo:
             self._store.append(key)
         if self._journal is not None and key not in self._proved:
             self._journal.proofs.append(key)
-        self._proved[key] = None
-        self._proved.move_to_end(key)
-        while len(self._proved) > self.capacity:
-            self._proved.popitem(last=False)
+        self._keep_proofs((key,))
 
     def clear(self) -> None:
         """Forget every proof and detach the proof file (as a new process starts)."""

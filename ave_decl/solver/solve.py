@@ -229,8 +229,9 @@ class KernelSolver:
         unknown_reasons: list[str] = []
         count = 0
         self._relaxed_outcomes = {}
-        sliced = self._proved_sliced(queries)
-        together = self._proved_together([q for q in queries if id(q) not in sliced])
+        posed = [q for q in queries if not (q.unknown or q.lhs.unknown or q.rhs.unknown)]
+        sliced = self._proved_sliced(posed)
+        together = self._proved_together([q for q in posed if id(q) not in sliced])
         relax = True
         for q in queries:
             reason = q.unknown or q.lhs.unknown or q.rhs.unknown
@@ -283,7 +284,7 @@ class KernelSolver:
         constraints = strict(q.constraints)
         return [*self.base, *constraints, q.violated, *self.enc.side]
 
-    def _proved_sliced(self, queries: list[Query]) -> set[int]:
+    def _proved_sliced(self, posed: list[Query]) -> set[int]:
         """The posed queries of an obligation proved by their slices (ids of the Query objects;
         solver/slicing.py): a weaker query of the constraints the property depends on, so its
         UNSAT is the query's. Slices equal up to variable names (their content key) are proved
@@ -291,7 +292,6 @@ class KernelSolver:
         queries not proved here are asked as before, so a violation's counterexample is the one
         it would be without this attempt. Only where slicing pays (`worth_slicing`): a slice
         barely smaller than its query costs as much to prove."""
-        posed = [q for q in queries if not (q.unknown or q.lhs.unknown or q.rhs.unknown)]
         if len(posed) < TOGETHER_MIN:
             return set()
         slicer = Slicer(self.enc.ctx)
@@ -323,7 +323,7 @@ class KernelSolver:
                     proved.add(key)
         return proved
 
-    def _proved_together(self, queries: list[Query]) -> set[int]:
+    def _proved_together(self, posed: list[Query]) -> set[int]:
         """The posed queries of an obligation proved in groups (ids of the Query objects): a
         group of consecutive queries is proved at once when the disjunction of their kill-free
         formulas (the constraints all of them share asserted once) is UNSAT within one budgeted
@@ -333,7 +333,6 @@ class KernelSolver:
         formulas) costs more than Z3 needs to refute a group. A weaker formula per query
         again, so its UNSAT is each query's; the queries of a group not proved are tried one
         by one, so a violation's counterexample is the one it would be without this attempt."""
-        posed = [q for q in queries if not (q.unknown or q.lhs.unknown or q.rhs.unknown)]
         if len(posed) < TOGETHER_MIN:
             return set()
         proved: set[int] = set()
