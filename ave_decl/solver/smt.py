@@ -17,6 +17,7 @@ from ..facts.view import KernelView
 from . import budgets
 from .divmod import DivModSimplifier
 from .raw_terms import INT_BINARY, compare, int_binary, is_int_term, negation, numeral
+from .term_templates import TermTemplates
 from .proof_memo import FormulaDigester
 from .proof_memo import enabled as proof_memo_enabled
 
@@ -63,6 +64,7 @@ class Encoder:
         self._digester: FormulaDigester | None = None  # proof_memo keys of this kernel's queries
         self.use_proof_memo = proof_memo_enabled()  # read once per kernel (AVE_PROOF_MEMO)
         self._numerals: dict[int, z3.ArithRef] = {}
+        self._templates = TermTemplates(self.nodes, self.ctx, lambda eid, env: self._term(eid, env, {}))
 
     def normaliser(self) -> DivModSimplifier:
         """The kernel's div/mod simplifier: queries share instances, chains and base
@@ -199,8 +201,11 @@ class Encoder:
         return self.sizes[name]
 
     def term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ExprRef:
-        memo: dict[int, z3.ExprRef] = {}
-        return self._term(eid, env, memo)
+        """The Z3 term of expression `eid` with its symbols bound by `env`: from the
+        expression's template when it has one (term_templates.py: the same hash-consed term,
+        one C call instead of one per node), else built node by node."""
+        made = self._templates.instantiate(eid, env)
+        return made if made is not None else self._term(eid, env, {})
 
     def int_term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ArithRef:
         return as_int(self.term(eid, env))
