@@ -235,7 +235,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--against", metavar="REV", help="also measure this git revision, alternating processes")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per example with --against")
-    ap.add_argument("--only", nargs="+", metavar="STEM", help="these examples only (file stems)")
+    ap.add_argument("--only", nargs="+", metavar="STEM", help="these examples only (file stems, any sub-folder)")
     ap.add_argument("--cli", metavar="FILE", help="time whole `ave check FILE` processes (with --against: both trees)")
     ap.add_argument("--agent-loop", metavar="FILE", help="ave check processes on FILE and its mutants, with and "
                                                           "without --proof-cache")
@@ -256,8 +256,8 @@ def main() -> None:
         return
     sys.path.insert(0, str(ROOT))
     examples = sorted((ROOT / "examples").glob("*.ave"))
-    if args.only:
-        examples = [p for p in examples if p.stem in args.only]
+    if args.only:  # sub-folder examples too (speed/, pipelines/, production/...)
+        examples = [p for p in sorted((ROOT / "examples").rglob("*.ave")) if p.stem in args.only]
     if args.cli:
         cli_runs(args.against, Path(args.cli).resolve(), max(args.repeat, 1))
         return

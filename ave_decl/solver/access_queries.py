@@ -441,19 +441,19 @@ class AccessQueries:
     def bank_conflicts(self, aid: int) -> list[Query]:
         acc = self.view.accesses[aid]
         width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
+        phase = phase_lanes(self.view, aid, width)
+        witness = self._bank_witness(acc, width, phase)
+        if witness == {}:
+            return []  # enumerated: no phase of this access has a conflict (no instance built)
         first = self.enc.new_instance(acc.stmt, "p1")
         second = self.enc.new_instance(acc.stmt, "p2", share_block=first, loops={
             h: first.env[f"loop:{h}"] for h in self.view.enclosing_loops(acc.stmt)})
         if acc.stmt in self.view.slot_range:  # an ldmatrix: compare lanes of one register slot
             second.env["slot"] = first.env["slot"]
-        phase = phase_lanes(self.view, aid, width)
         t1, t2 = self.enc.linear_thread(first), self.enc.linear_thread(second)
         w1 = self.enc.int_term(acc.addr, first.env) * width / BANK_BYTES
         w2 = self.enc.int_term(acc.addr, second.env) * width / BANK_BYTES
         cons = first.constraints + second.constraints + [t1 / phase == t2 / phase]
-        witness = self._bank_witness(acc, width, phase)
-        if witness == {}:
-            return []  # enumerated: no phase of this access has a conflict
         if witness:
             cons += [t1 == witness["t1"], t2 == witness["t2"]] + [
                 first.env[k] == v for k, v in witness.items() if k.startswith("loop:") or k == "slot"]
