@@ -67,15 +67,16 @@ def _one_run(path: Path) -> dict[str, float]:
     module = parse_source(src)
     t1 = time.perf_counter()
     kernels = lower_module(module, src)
-    for kf in kernels:
-        add_semantic_facts(kf)
+    contexts = {kf.kid: add_semantic_facts(kf) for kf in kernels}  # None before the solver shared them
     t2 = time.perf_counter()
     prog = load_rules()
     derived = split_by_kernel(ClingoEngine(prog).run(merge(kernels)))
     t3 = time.perf_counter()
     report = Report()
     for kf in kernels:
-        findings = KernelSolver(KernelView.of(kf), derived.get(kf.kid, {}), rule_metadata(prog), 10.0).findings()
+        shared = {"context": contexts.pop(kf.kid)} if contexts.get(kf.kid) is not None else {}
+        findings = KernelSolver(KernelView.of(kf), derived.get(kf.kid, {}), rule_metadata(prog), 10.0,
+                                **shared).findings()
         report.kernels.append(KernelReport(kf.name, src.path, kernel_verdict(findings), findings))
     t4 = time.perf_counter()
     render(report, {src.path: src})

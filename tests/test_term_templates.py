@@ -64,7 +64,7 @@ def test_expressions_with_bitwise_operators_are_never_templated():
         assert enc._templates.symbols(eid) is None
         env = {n: z3.Int(n, enc.ctx) for n in _symbol_names(enc, eid)}
         for _ in range(3):
-            assert enc._templates.instantiate(eid, env) is None
+            assert enc._templates.instantiate(eid, env, enc._built) is None
         assert eid not in enc._templates._made
 
 
@@ -80,7 +80,7 @@ def test_missing_symbol_still_raises_and_bool_values_fall_back():
     with pytest.raises(KeyError):
         enc.term(eid, {})
     as_bool = dict(env, **{names[0]: z3.Bool("b", enc.ctx)})
-    assert enc._templates.instantiate(eid, as_bool) is None
+    assert enc._templates.instantiate(eid, as_bool, enc._built) is None
 
 
 def _symbol_names(enc: Encoder, eid: int) -> set[str]:

@@ -45,12 +45,13 @@ class Instance:
 class Encoder:
     """Builds Z3 terms for one kernel. Sizes (size:M ...) are shared by all instances."""
 
-    def __init__(self, view: KernelView):
+    def __init__(self, view: KernelView, ctx: z3.Context | None = None):
         self.view = view
         self.nodes = view.kf.table.nodes
         # A Z3 context per kernel: models (and so counterexamples) do not depend on which other
-        # kernels were checked before in the same process.
-        self.ctx = z3.Context()
+        # kernels were checked before in the same process. `ctx`: the one the kernel's derived
+        # facts were proved in (derived_facts.add_semantic_facts), never another kernel's.
+        self.ctx = ctx if ctx is not None else z3.Context()
         self.sizes: dict[str, z3.ArithRef] = {}
         self._counter = itertools.count()
         self.ranges: dict[int, tuple[int, int]] = {}  # z3 ast id of a variable -> known [lo, hi]
@@ -64,7 +65,7 @@ class Encoder:
         self._digester: FormulaDigester | None = None  # proof_memo keys of this kernel's queries
         self.use_proof_memo = proof_memo_enabled()  # read once per kernel (AVE_PROOF_MEMO)
         self._numerals: dict[int, z3.ArithRef] = {}
-        self._templates = TermTemplates(self.nodes, self.ctx, lambda eid, env: self._term(eid, env, {}))
+        self._templates = TermTemplates(self.nodes, self.ctx)
 
     def normaliser(self) -> DivModSimplifier:
         """The kernel's div/mod simplifier: queries share instances, chains and base
@@ -204,8 +205,11 @@ class Encoder:
         """The Z3 term of expression `eid` with its symbols bound by `env`: from the
         expression's template when it has one (term_templates.py: the same hash-consed term,
         one C call instead of one per node), else built node by node."""
-        made = self._templates.instantiate(eid, env)
+        made = self._templates.instantiate(eid, env, self._built)
         return made if made is not None else self._term(eid, env, {})
+
+    def _built(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ExprRef:
+        return self._term(eid, env, {})
 
     def int_term(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ArithRef:
         return as_int(self.term(eid, env))

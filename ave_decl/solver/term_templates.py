@@ -24,6 +24,7 @@ import z3
 
 from .raw_terms import _get_sort, _sort_kind, _wrap
 
+Build = Callable[[int, dict[str, z3.ExprRef]], z3.ExprRef]  # the node-by-node builder
 _VALUE_DEPENDENT = frozenset({"xor", "and", "or"})  # encoded by the operands' intervals
 _LEAVES = frozenset({"sym", "const"})
 
@@ -31,20 +32,21 @@ _LEAVES = frozenset({"sym", "const"})
 class TermTemplates:
     """Templates of one kernel's expressions (one Encoder, one Z3 context)."""
 
-    def __init__(self, nodes: list, ctx: z3.Context, build: Callable[[int, dict[str, z3.ExprRef]], z3.ExprRef]):
+    def __init__(self, nodes: list, ctx: z3.Context):
         self.nodes = nodes
         self.ctx = ctx
-        self._build = build  # the node-by-node builder (Encoder._term with a fresh memo)
         self._symbols: dict[int, tuple[str, ...] | None] = {}  # None: not templatable
         self._used_once: set[int] = set()
         # eid -> (template term, placeholder array, placeholders kept alive, symbol names)
         self._made: dict[int, tuple[z3.ExprRef, object, list[z3.ArithRef], tuple[str, ...]]] = {}
         self._placeholders: dict[str, z3.ArithRef] = {}
 
-    def instantiate(self, eid: int, env: dict[str, z3.ExprRef]) -> z3.ExprRef | None:
+    def instantiate(self, eid: int, env: dict[str, z3.ExprRef], build: Build) -> z3.ExprRef | None:
         """The term of `eid` under `env` by substitution; None when the caller builds it node by
         node: a leaf, a first use, an expression with `^ & |`, a symbol `env` lacks (the builder
-        then raises its KeyError) or binds to a non-Int term."""
+        then raises its KeyError) or binds to a non-Int term. `build` makes a template node by
+        node (the encoder's builder, passed per call: held here, it would make the encoder a
+        reference cycle, freed only by the garbage collector, with its Z3 context)."""
         made = self._made.get(eid)
         if made is None:
             if self.nodes[eid].op in _LEAVES:
@@ -54,7 +56,7 @@ class TermTemplates:
                 return None
             if self.symbols(eid) is None:
                 return None
-            made = self._make(eid)
+            made = self._make(eid, build)
         template, placeholders, _alive, names = made
         if not names:
             return template
@@ -95,10 +97,10 @@ class TermTemplates:
         self._symbols[eid] = found
         return found
 
-    def _make(self, eid: int) -> tuple[z3.ExprRef, object, list[z3.ArithRef], tuple[str, ...]]:
+    def _make(self, eid: int, build: Build) -> tuple[z3.ExprRef, object, list[z3.ArithRef], tuple[str, ...]]:
         names = self._symbols[eid] or ()
         alive = [self._placeholder(name) for name in names]
-        template = self._build(eid, dict(zip(names, alive)))
+        template = build(eid, dict(zip(names, alive)))
         made = (template, (z3.Ast * len(alive))(*(p.as_ast() for p in alive)), alive, names)
         self._made[eid] = made
         return made
