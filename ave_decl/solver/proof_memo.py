@@ -257,7 +257,7 @@ class ProofFile(RecordFile):
         return self.records()
 
 
-VIOLATION_FILE = "violations-v1.bin"
+VIOLATION_FILE = "violations-v2.bin"  # v2: values of the free constants before normalisation
 _MAX_MODEL_BYTES = 1 << 20
 
 

@@ -130,13 +130,19 @@ class Encoder:
         injectivity of every index-tensor read it contains (`index_reads`), or that `terms`
         contain (terms that later push/pop queries will constrain)."""
         formulas = self.normaliser().normalise(formulas) if NORMALISE_DIVMOD else list(formulas)
-        self.index_reads = self._index_reads([*formulas, *terms])
+        return formulas + self.index_facts([*formulas, *terms])
+
+    def index_facts(self, formulas: list[z3.BoolRef]) -> list[z3.BoolRef]:
+        """The value range and injectivity of every index-tensor read in the formulas (which
+        become this encoder's `index_reads`)."""
+        self.index_reads = self._index_reads(formulas)
+        facts = []
         for name, args, app in self.index_reads:
             lo, hi, injective = self.view.index_values[name]
-            formulas += [app >= self.int_term(lo, {}), app < self.int_term(hi, {})]
+            facts += [app >= self.int_term(lo, {}), app < self.int_term(hi, {})]
             if injective and len(args) == 1:
-                formulas.append(self._functions[f"uf:{name}:inv"](app) == args[0])
-        return formulas
+                facts.append(self._functions[f"uf:{name}:inv"](app) == args[0])
+        return facts
 
     def solver_holding(self, prepared: list[z3.BoolRef], timeout_ms: int, rlimit: int = 0) -> z3.Solver:
         s = self.solver(timeout_ms, rlimit)

@@ -249,16 +249,19 @@ class KernelSolver:
             key = self.enc.query_key(formulas)
             if proof_memo.MEMO.proved(key):
                 continue
-            prepared = self.enc.prepare(formulas)
-            model = self._known_violation(key, prepared)
-            result, solver = (z3.sat, None) if model is not None else self.enc.quick_check(prepared, self.timeout_ms)
+            model = self._known_violation(key, formulas)  # before normalising: most are hits
+            if model is not None:
+                result, solver = z3.sat, None
+            else:
+                prepared = self.enc.prepare(formulas)
+                result, solver = self.enc.quick_check(prepared, self.timeout_ms)
             if result == z3.unknown:  # the budgeted attempts did not decide: the full solver
                 solver = self.enc.solver_holding(prepared, self.timeout_ms)
                 result = solver.check()
             if result == z3.unsat:
                 proof_memo.MEMO.remember(key)
             if result == z3.sat:
-                model = model or self._small_model(solver, prepared, key)
+                model = model or self._small_model(solver, prepared, formulas, key)
                 cex = self._counterexample(model, q, relation)
                 cex.index_tables = self._index_tables(_Evaluator(model))
                 ms = (time.perf_counter() - started) * 1000
@@ -431,34 +434,39 @@ class KernelSolver:
             out.setdefault(name, set()).add((*(ev(a) for a in args), ev(app)))
         return {name: [list(e) for e in sorted(entries)] for name, entries in sorted(out.items())}
 
-    def _small_model(self, solver: z3.Solver, prepared: list[z3.BoolRef], key: bytes | None) -> z3.ModelRef:
+    def _small_model(self, solver: z3.Solver, prepared: list[z3.BoolRef], formulas: list[z3.BoolRef],
+                     key: bytes | None) -> z3.ModelRef:
         """The counterexample's model of the `prepared` query `solver` holds, a function of the
         query alone (solver/canonical_model.py: neither the proof memo, nor earlier queries, nor
-        variable names change it), remembered for the next query with this key; the solver's
-        own model if the canonical copy is not settled within the timeout (never remembered: it
-        depends on the solver's history)."""
+        variable names change it), remembered for the next query with this key as the values of
+        the free constants of its `formulas` (before normalisation: a hit then needs none); the
+        solver's own model if the canonical copy is not settled within the timeout (never
+        remembered: it depends on the solver's history)."""
         sizes = list(self.enc.sizes.values())
-        constants = free_constants(prepared)
-        model = canonical_model(prepared, constants, sizes, self.timeout_ms, self._smallest, self.enc.ctx)
+        model = canonical_model(prepared, free_constants(prepared), sizes, self.timeout_ms, self._smallest,
+                                self.enc.ctx)
         if model is None:
             return self._smallest(solver, sizes)  # decided: never None
+        constants = free_constants(formulas) if key is not None else []
         values = model_values(model, constants) if key is not None else None
         if values is not None:
             proof_memo.MEMO.remember_violation(key, self._size_positions(constants), values)
         return model
 
-    def _known_violation(self, key: bytes | None, prepared: list[z3.BoolRef]) -> z3.ModelRef | None:
+    def _known_violation(self, key: bytes | None, formulas: list[z3.BoolRef]) -> z3.ModelRef | None:
         """The canonical model an earlier query with this key was given (an agent's candidates
-        and an audit's variants repeat their violations), checked against this query. The
-        constants are walked only on a hit: most queries here are proved."""
+        and an audit's variants repeat their violations), checked against this query's formulas
+        and its index-tensor reads' facts (what normalising would add: a normalised query is
+        equivalent under the ranges it asserts, so the model is the one the normalised query
+        would be given). The constants are walked only on a hit: most queries here are proved."""
         known = proof_memo.MEMO.violation(key)
         if known is None:
             return None
         sizes, values = known
-        constants = free_constants(prepared)
+        constants = free_constants(formulas)
         if self._size_positions(constants) != sizes:
             return None
-        return model_of_values(prepared, constants, values, self.enc.ctx)
+        return model_of_values([*formulas, *self.enc.index_facts(formulas)], constants, values, self.enc.ctx)
 
     def _size_positions(self, constants: list[z3.ExprRef]) -> tuple[int, ...]:
         sizes = {v.get_id() for v in self.enc.sizes.values()}
