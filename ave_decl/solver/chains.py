@@ -91,18 +91,20 @@ def _map_ast(text: str) -> A.Expr:
     return parse_expression(text)
 
 
+_MAP_OPS = {"+": "add", "-": "sub", "*": "mul", "//": "floordiv", "%": "mod"}
+
+
 def eval_map(text: str, lane: z3.ArithRef, v: z3.ArithRef) -> z3.ArithRef:
-    """Evaluate an instruction operand map (an `.ave` expression over lane and v) in Z3."""
+    """Evaluate an instruction operand map (an `.ave` expression over lane and v) in Z3: the
+    terms z3py's operators make, through the C API (raw_terms)."""
 
     def go(e: A.Expr) -> z3.ArithRef:
         if isinstance(e, A.Int):
-            return z3.IntVal(e.value, lane.ctx)
+            return numeral(e.value, lane.ctx)
         if isinstance(e, A.Name):
             return {"lane": lane, "v": v}[e.id]
-        if isinstance(e, A.BinOp):
-            x, y = go(e.left), go(e.right)
-            return {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "//": lambda: x / y,
-                    "%": lambda: x % y}[e.op]()
+        if isinstance(e, A.BinOp) and e.op in _MAP_OPS:
+            return int_binary(_MAP_OPS[e.op], go(e.left), go(e.right))
         raise ValueError(f"unsupported operand-map expression {e}")
 
     return go(_map_ast(text))
@@ -278,7 +280,9 @@ class Expander:
             values = [self.enc.int_term(c, env) for c in comps]
             # elements outside the tensor are reported by the bounds invariants, not followed here
             extents = [self.enc.int_term(e, inst.env) for e in self.view.dims.get(acc.buffer, [])]
-            inside = [z3.And(c >= 0, c < e) for c, e in zip(coords, extents)] if len(extents) == len(coords) else []
+            ctx = self.enc.ctx
+            inside = [conjunction([int_binary("ge", c, numeral(0, ctx)), compare("lt", c, e)], ctx)
+                      for c, e in zip(coords, extents)] if len(extents) == len(coords) else []
             return [Alt(values, name, coords, inside, [Step("source", aid, acc.stmt, acc.buffer, inst)])]
         if aid in self.cross_arm:
             return self.cross_arm_load(aid, inst, seen)
@@ -576,8 +580,10 @@ class Expander:
             elif h == carrier:
                 distance = self.enc.int_var(self.enc.fresh(f"dist_{sa}_{h}_"))
                 step = self.enc.nodes[self.view.loops[h].step].value
-                given[h] = reader.env[f"loop:{h}"] - distance * step
-                cons += [distance >= 1] + ([distance == 1] if dist1 else [])
+                ctx = self.enc.ctx
+                given[h] = int_binary("sub", reader.env[f"loop:{h}"], int_binary("mul", distance, numeral(step, ctx)))
+                cons += [int_binary("ge", distance, numeral(1, ctx))] + (
+                    [int_binary("eq", distance, numeral(1, ctx))] if dist1 else [])
         w = self.enc.new_instance(store.stmt, "w", share_block=reader if space != "global" else None,
                                   share_thread=reader if space == "local" else None, loops=given)
         if carrier:
@@ -588,14 +594,15 @@ class Expander:
     def operand_instance(self, site: Instance, stmt: int, instr: Instruction, role: str) -> tuple[Instance, z3.ArithRef,
                                                                                                     z3.ArithRef]:
         """An instance of the instruction's statement for one (lane, value slot) of an operand."""
-        g = instr.group_size
-        group = self.enc.linear_thread(site) / g
+        g, ctx = instr.group_size, self.enc.ctx
+        group = int_binary("floordiv", self.enc.linear_thread(site), numeral(g, ctx))
         inst = self.enc.new_instance(stmt, role, share_block=site, loops={
             h: site.env[f"loop:{h}"] for h in self.view.enclosing_loops(stmt)}, with_guards=False)
         lane, slot = self.enc.int_var(self.enc.fresh(f"{role}.lane")), inst.env["slot"]
-        self.enc.set_linear_thread(inst, group * g + lane)
+        self.enc.set_linear_thread(inst, int_binary("add", int_binary("mul", group, numeral(g, ctx)), lane))
         spec = getattr(instr, role)
-        inst.constraints = [lane >= 0, lane < g, slot >= 0, slot < spec.values]
+        inst.constraints = [int_binary("ge", lane, numeral(0, ctx)), int_binary("lt", lane, numeral(g, ctx)),
+                            int_binary("ge", slot, numeral(0, ctx)), int_binary("lt", slot, numeral(spec.values, ctx))]
         self.enc.set_range(lane, 0, g - 1)
         self.enc.set_range(slot, 0, spec.values - 1)
         inst.env["lane"] = lane
@@ -604,13 +611,13 @@ class Expander:
     def mma_result(self, vid: int, stmt: int, inst: Instance, seen: tuple[int, ...]) -> list[Alt]:
         instr = INSTRUCTIONS[self.view.mma[stmt][0]]
         va, vb, _vc = self.view.value_args[vid]
-        lane = self.enc.linear_thread(inst) % instr.group_size
+        lane = int_binary("mod", self.enc.linear_thread(inst), numeral(instr.group_size, self.enc.ctx))
         row = eval_map(instr.c.row, lane, inst.env["slot"])
         col = eval_map(instr.c.col, lane, inst.env["slot"])
         a_inst, la, sa_ = self.operand_instance(inst, stmt, instr, "a")
         b_inst, lb, sb_ = self.operand_instance(inst, stmt, instr, "b")
         cons = a_inst.constraints + b_inst.constraints + [
-            eval_map(instr.a.row, la, sa_) == row, eval_map(instr.b.col, lb, sb_) == col]
+            compare("eq", eval_map(instr.a.row, la, sa_), row), compare("eq", eval_map(instr.b.col, lb, sb_), col)]
         out: list[Alt] = []
         zeros: list[Alt] = []
         for a in self.value(va, a_inst, seen):

@@ -98,7 +98,9 @@ class Encoder:
         return self._digester.key(formulas)
 
     def int_var(self, name: str) -> z3.ArithRef:
-        return z3.Int(name, self.ctx)
+        """z3py's `Int(name)` (the same constant), without its sort object per call."""
+        c = self.ctx.ref()
+        return z3.ArithRef(z3.Z3_mk_const(c, z3.Z3_mk_string_symbol(c, name), z3.Z3_mk_int_sort(c)), self.ctx)
 
     def int_val(self, value: int) -> z3.ArithRef:
         """A numeral, made once per kernel (z3py's IntVal goes through a string each time)."""
@@ -380,18 +382,20 @@ class Encoder:
         return out
 
     def linear_thread(self, inst: Instance) -> z3.ArithRef:
+        """The thread's linear id: the term z3py's `total * dim + tid` makes, per dimension from the
+        last (through the C API: one of the hottest builders)."""
         dims = self.block_dims()
         total: z3.ArithRef = self.int_val(0)
         for d in reversed(range(len(dims))):
-            total = total * dims[d] + inst.env[f"tid:{d}"]
+            total = int_binary("add", int_binary("mul", total, numeral(dims[d], self.ctx)), inst.env[f"tid:{d}"])
         return total
 
     def set_linear_thread(self, inst: Instance, linear: z3.ArithRef) -> None:
         """Replace an instance's thread ids by the decomposition of a linear id."""
         rest = linear
         for d, extent in enumerate(self.block_dims()):
-            inst.env[f"tid:{d}"] = rest % extent if extent > 1 else self.int_val(0)
-            rest = rest / extent
+            inst.env[f"tid:{d}"] = int_binary("mod", rest, numeral(extent, self.ctx)) if extent > 1 else self.int_val(0)
+            rest = int_binary("floordiv", rest, numeral(extent, self.ctx))
 
 
 def as_int(x: z3.ExprRef) -> z3.ArithRef:
