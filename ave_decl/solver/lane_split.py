@@ -108,6 +108,21 @@ def _lane_axes(enc: Encoder, stmt: int) -> tuple[dict[str, np.ndarray], set[str]
     return {name: np.broadcast_to(v, shape).reshape(-1) for name, v in env.items()}, symbolic
 
 
+def _row_keys(image: np.ndarray, lows: list[int], highs: list[int]) -> np.ndarray:
+    """One integer per row of `image` (points x coordinates, coordinate d in [lows[d], highs[d]]),
+    equal exactly when the rows are: a mixed-radix number when it fits in 62 bits (sorting
+    integers is several times faster than np.unique over rows), else the rows' bytes."""
+    span = 1
+    for lo, hi in zip(lows, highs):
+        span *= int(hi) - int(lo) + 1
+    if span < 1 << 62:
+        key = np.zeros(image.shape[0], dtype=np.int64)
+        for d, (lo, hi) in enumerate(zip(lows, highs)):
+            key = key * (int(hi) - int(lo) + 1) + (image[:, d] - int(lo))
+        return key
+    return np.ascontiguousarray(image).view(np.dtype((np.void, image.dtype.itemsize * image.shape[1]))).ravel()
+
+
 def write_once_proved(enc: Encoder, a1: int, a2: int) -> bool:
     """True when no two distinct instances of the stores `a1` and `a2` (the same store when equal)
     can write one element, decided without Z3; False when undecided (Z3 then decides, and finds
@@ -177,10 +192,11 @@ def write_once_proved(enc: Encoder, a1: int, a2: int) -> bool:
             step = gcd(step, abs(coef))
         if step and highs[d] - lows[d] >= step:
             return False  # lane parts may reach into another block's (or iteration's) range
+    rows = [_row_keys(x, lows, highs) for x in images]
     if a1 != a2:
-        first, second = (np.unique(x, axis=0) for x in images)
-        return np.unique(np.concatenate([first, second]), axis=0).shape[0] == first.shape[0] + second.shape[0]
-    if np.unique(images[0], axis=0).shape[0] != images[0].shape[0]:
+        first, second = (np.unique(r) for r in rows)
+        return np.unique(np.concatenate([first, second])).shape[0] == first.shape[0] + second.shape[0]
+    if np.unique(rows[0]).shape[0] != rows[0].shape[0]:
         return False  # two lanes (or constant-loop points) of one block write one element
     columns = sorted({name for row in key_rows for name, _ in row})
     if set(columns) != keys:
