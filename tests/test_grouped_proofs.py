@@ -37,3 +37,32 @@ def test_skipped_groups_are_unprovable_and_the_report_is_unchanged(name, monkeyp
     assert not any(skipped), "a skipped group was provable"
     monkeypatch.setattr(KernelSolver, "_first_needs_kills", lambda self, group: False)  # every group attempted
     assert _report(path) == as_shipped
+
+
+@pytest.mark.parametrize("name", ["pipelines/gemm_pipelined3.ave", "pipelines/gemm_pipelined3_wait2.ave"])
+def test_ungrouped_relations_are_proved_one_by_one_with_the_same_report(name, monkeypatch):
+    """solve.UNGROUPED (async waits, K pairing): no group is attempted for their obligations,
+    and the report is the one grouping every relation gives."""
+    from ave_decl.solver import solve
+
+    path = ROOT / "examples" / name
+    attempted: list[str] = []
+    proved_together = KernelSolver._proved_together
+    discharge = KernelSolver.discharge
+
+    def tracking(self, site, inv, relation, lhs, rhs):
+        self._relation_now = relation
+        return discharge(self, site, inv, relation, lhs, rhs)
+
+    def watched(self, posed):
+        attempted.append(self._relation_now)
+        return proved_together(self, posed)
+
+    monkeypatch.setattr(KernelSolver, "discharge", tracking)
+    monkeypatch.setattr(KernelSolver, "_proved_together", watched)
+    as_shipped = _report(path)
+    assert attempted and not set(attempted) & solve.UNGROUPED
+    attempted.clear()
+    monkeypatch.setattr(solve, "UNGROUPED", frozenset())
+    assert _report(path) == as_shipped
+    assert set(attempted) & {"async_exposed", "k_pairing"}, "the examples have obligations of both relations"
