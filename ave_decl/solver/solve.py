@@ -453,10 +453,11 @@ class KernelSolver:
                                 self.enc.ctx)
         if model is None:
             return self._smallest(solver, sizes)  # decided: never None
-        constants = free_constants(formulas) if key is not None else []
-        values = model_values(model, constants) if key is not None else None
-        if values is not None:
-            proof_memo.MEMO.remember_violation(key, self._size_positions(constants), values)
+        if key is not None:
+            constants = free_constants(formulas)
+            values = model_values(model, constants)
+            if values is not None:
+                proof_memo.MEMO.remember_violation(key, self._size_positions(constants), values)
         return model
 
     def _known_violation(self, key: bytes | None, formulas: list[z3.BoolRef]) -> z3.ModelRef | None:
