@@ -64,15 +64,26 @@ def test_uninterpreted_reads_and_parameterised_operators_are_not_digested():
         table = z3.Function("uf:idx", z3.IntSort(ctx), z3.IntSort(ctx))
         return [table(x) > 3], {"x": x}
 
-    def bv(ctx):
-        x = z3.Int("x", ctx)
-        return [z3.BV2Int(z3.Int2BV(x, 8) ^ 3) == 1], {"x": x}
+    def extract(ctx):  # Extract's bounds are parameters that no sort states
+        x = z3.BitVec("x", 8, ctx)
+        return [z3.Extract(3, 0, x) == 1], {"x": x}
 
-    def narrow(ctx):  # Distinct over 1-bit vectors is UNSAT, over 32-bit ones SAT: a sort kind is not enough
-        x, y, z = (z3.BitVec(n, 1, ctx) for n in "xyz")
-        return [z3.Distinct(x, y, z)], {"x": x}
+    assert _key(uf) is None and _key(extract) is None
 
-    assert _key(uf) is None and _key(bv) is None and _key(narrow) is None
+
+def test_bit_vector_terms_are_digested_with_their_widths():
+    """XOR of operands past 16 bits is encoded through Int2BV (solver/smt.py): those queries are
+    remembered too, keyed by the widths, which decide satisfiability as much as the operators."""
+    def xor(width):
+        return lambda ctx: (lambda x: ([z3.BV2Int(z3.Int2BV(x, width) ^ 3) == 1], {"x": x}))(z3.Int("x", ctx))
+
+    def distinct(width):  # over 1-bit vectors UNSAT, over 32-bit ones SAT: a sort kind is not enough
+        return lambda ctx: (lambda x, y, z: ([z3.Distinct(x, y, z)], {"x": x}))(
+            *(z3.BitVec(n, width, ctx) for n in "xyz"))
+
+    keys = [_key(xor(8)), _key(xor(16)), _key(distinct(1)), _key(distinct(32))]
+    assert None not in keys and len(set(keys)) == 4
+    assert _key(xor(8)) == _key(xor(8))
 
 
 def test_a_range_recorded_after_a_digest_changes_the_key():

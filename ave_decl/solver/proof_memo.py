@@ -388,12 +388,12 @@ class FormulaDigester:
         out: tuple[bytes, tuple[int, ...]] | None = None
         kind = _ast_kind(c, a)
         if kind == z3.Z3_APP_AST:
-            sort = _sort_kind(c, _get_sort(c, a))
-            # a bit-vector, array or datatype: its kind alone would not say its width or domain
-            if sort in _PLAIN_SORTS:
+            sort = _sort_name(c, _get_sort(c, a))
+            # an array or datatype: its kind alone would not say its domain (not digested)
+            if sort is not None:
                 n = _num_args(c, a)
                 op = _decl_kind(c, _app_decl(c, a))
-                head = b"(%d/%d:%d" % (op, n, sort)
+                head = b"(%d/%d:%s" % (op, n, sort)
                 if op == z3.Z3_OP_UNINTERPRETED:
                     # a free constant: its range, not its name; an application (an index-tensor
                     # read) is not digested: its value facts live outside the formulas
@@ -418,9 +418,9 @@ class FormulaDigester:
                         variables = _combine(h, kids)
                         out = (h.digest(), variables)
         elif kind == z3.Z3_NUMERAL_AST:
-            sort = _sort_kind(c, _get_sort(c, a))
-            if sort in _PLAIN_SORTS:
-                text = b"#%d:" % sort + z3.Z3_get_numeral_string(c, a).encode()
+            sort = _sort_name(c, _get_sort(c, a))
+            if sort is not None:
+                text = b"#%s:" % sort + z3.Z3_get_numeral_string(c, a).encode()
                 out = (hashlib.blake2b(text, digest_size=16).digest(), ())
         # quantifiers and bound variables: not digested
         memo[key] = out
@@ -450,6 +450,20 @@ def _combine(h, entries: list[tuple[bytes, tuple[int, ...]]]) -> tuple[int, ...]
 
 # Sorts that a sort kind names completely (no width, domain or parameters)
 _PLAIN_SORTS = frozenset({z3.Z3_BOOL_SORT, z3.Z3_INT_SORT, z3.Z3_REAL_SORT})
+_bv_size = _unchecked(z3.Z3_get_bv_sort_size)
+
+
+def _sort_name(c, sort) -> bytes | None:
+    """A sort's digest text: its kind, and a bit-vector's width too (XOR on wide operands is
+    encoded through Int2BV, smt.py); None for a sort its kind and width do not name (arrays,
+    datatypes), whose terms are not digested."""
+    kind = _sort_kind(c, sort)
+    if kind in _PLAIN_SORTS:
+        return b"%d" % kind
+    if kind == z3.Z3_BV_SORT:
+        return b"%d.%d" % (kind, _bv_size(c, sort))
+    return None
+
 
 # Operators whose meaning is fixed by their kind, sort and arguments alone (the rest, e.g.
 # operators with numeric parameters such as extract, are not digested).
@@ -459,4 +473,9 @@ _INTERPRETED = frozenset({
     z3.Z3_OP_LE, z3.Z3_OP_GE, z3.Z3_OP_LT, z3.Z3_OP_GT, z3.Z3_OP_ADD, z3.Z3_OP_SUB, z3.Z3_OP_UMINUS,
     z3.Z3_OP_MUL, z3.Z3_OP_DIV, z3.Z3_OP_IDIV, z3.Z3_OP_REM, z3.Z3_OP_MOD, z3.Z3_OP_TO_REAL, z3.Z3_OP_TO_INT,
     z3.Z3_OP_IS_INT, z3.Z3_OP_ABS,
+    # bit-vector operators without index parameters: the sorts (widths) of the term and its
+    # arguments, which the digest holds, fix them (Int2BV's width is its result's)
+    z3.Z3_OP_INT2BV, z3.Z3_OP_BV2INT, z3.Z3_OP_BAND, z3.Z3_OP_BOR, z3.Z3_OP_BXOR, z3.Z3_OP_BNOT,
+    z3.Z3_OP_BNEG, z3.Z3_OP_BADD, z3.Z3_OP_BSUB, z3.Z3_OP_BMUL, z3.Z3_OP_CONCAT,
+    z3.Z3_OP_ULEQ, z3.Z3_OP_SLEQ, z3.Z3_OP_UGEQ, z3.Z3_OP_SGEQ, z3.Z3_OP_ULT, z3.Z3_OP_SLT, z3.Z3_OP_UGT, z3.Z3_OP_SGT,
 })
