@@ -53,8 +53,6 @@ class Frontend:
     kernels: list[KernelFacts] = field(default_factory=list)
     errors: list[ErrorReport] = field(default_factory=list)
     timings: dict[int, dict[str, float]] = field(default_factory=dict)
-    # kernel id -> the Z3 context its derived facts were proved in (its solver goes on in it)
-    contexts: dict[int, object] = field(default_factory=dict)
 
 
 def error_report(exc: AveError, source: SourceFile | None, path: str) -> ErrorReport:
@@ -85,7 +83,7 @@ def front_end(sources: list[SourceFile]) -> Frontend:
             kernels = lower_module(module, src, kid)
             check_references(module)  # reference= is parsed by our own grammar (never run): exit 3 if bad
             for kf in kernels:
-                out.contexts[kf.kid] = add_semantic_facts(kf)
+                add_semantic_facts(kf)
                 out.timings[kf.kid] = {"parse": (t1 - t0) * 1000 / len(kernels),
                                        "facts": (time.perf_counter() - t1) * 1000 / len(kernels)}
             out.kernels.extend(kernels)
@@ -153,8 +151,7 @@ def _run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport
         try:
             solver = KernelSolver(KernelView.of(kf), by_kernel.get(kf.kid, {}), meta, opts.timeout_s,
                                   opts.violation_sets, opts.max_errors,
-                                  lambda f, src=kf.source: in_source_suppression(f, src) is not None,
-                                  context=fe.contexts.pop(kf.kid, None))  # freed with its solver
+                                  lambda f, src=kf.source: in_source_suppression(f, src) is not None)
             findings = solver.findings()
         except AveError as exc:  # e.g. a rule asking for 'rel' at a site that is not an assert_tag
             report.errors.append(error_report(exc, None, kf.source.path))

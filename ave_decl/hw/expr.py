@@ -206,7 +206,10 @@ def substitute(table: ExprTable, eid: int, mapping: dict[str, int]) -> int:
         memo[i] = r
         return r
 
-    return go(eid)
+    try:
+        return go(eid)
+    finally:
+        del go  # empties the closure's cell: no function <-> cell cycle left for the collector
 
 
 def _nodes(table: ExprTable, eid: int, prune: Callable[[Node], bool] = lambda n: False) -> Iterator[tuple[int, Node]]:
@@ -303,7 +306,10 @@ def _evaluate(table: ExprTable, eid: int, env: dict, memo: dict, vector: bool):
         memo[i] = r
         return r
 
-    return go(eid)
+    try:
+        return go(eid)
+    finally:
+        del go  # empties the closure's cell: no function <-> cell cycle left for the collector
 
 
 def _vector_ops():

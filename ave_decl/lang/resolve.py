@@ -62,6 +62,7 @@ def free_names(e: A.Expr, bound: set[str]) -> set[str]:
                     go(getattr(x, f))
 
     go(e)
+    del go  # empties the closure's cell: no function <-> cell cycle left for the collector
     return out
 
 

@@ -8,7 +8,7 @@ iteration, address equality), and the program points passed, for the report.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import lru_cache, partial
+from functools import lru_cache
 
 import z3
 
@@ -107,7 +107,10 @@ def eval_map(text: str, lane: z3.ArithRef, v: z3.ArithRef) -> z3.ArithRef:
             return int_binary(_MAP_OPS[e.op], go(e.left), go(e.right))
         raise ValueError(f"unsupported operand-map expression {e}")
 
-    return go(_map_ast(text))
+    try:
+        return go(_map_ast(text))
+    finally:
+        del go  # empties the closure's cell: no function <-> cell cycle left for the collector
 
 
 class Expander:
@@ -295,7 +298,7 @@ class Expander:
             size = self.enc.nodes[self.view.buffers[store.buffer][1]]
             cons += self.same_element(store, writer, acc, inst)
             # built only for the queries that need them (solver/deferred.py)
-            cons.append(Deferred(partial(self.not_overwritten, sa, writer, carrier, acc, inst)))
+            cons.append(Deferred(self.not_overwritten, sa, writer, carrier, acc, inst))
             if store.kind == "write_all" and size.op == "const":
                 cons += [writer.env["slot"] >= 0, writer.env["slot"] < size.value]
             hop = [Step("load", aid, acc.stmt, acc.buffer, inst), Step("store", sa, store.stmt, store.buffer, writer)]
@@ -327,7 +330,7 @@ class Expander:
             store = self.view.accesses[sa]
             writer, cons = self.arms.writer(plan, sa, acc, inst)
             cons += self.same_element(store, writer, acc, inst)
-            cons.append(Deferred(partial(self.arms.not_overwritten, plan, sa, writer, acc, inst)))
+            cons.append(Deferred(self.arms.not_overwritten, plan, sa, writer, acc, inst))
             hop = [Step("load", aid, acc.stmt, acc.buffer, inst),
                    Step("store", sa, store.stmt, store.buffer, writer, "in the other arm, an earlier barrier interval")]
             for sub in self.value(self.view.store_value[sa], writer, seen + (aid,)):

@@ -26,6 +26,7 @@ write_once and the bounds invariants it is a bijection).
 """
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import z3
@@ -42,7 +43,9 @@ if TYPE_CHECKING:
 
 class GuardedCoverage:
     def __init__(self, access: "AccessQueries"):
-        self.access = access
+        # a weak proxy: `access` holds this object, and a reference cycle kept every kernel's
+        # terms and Z3 context alive until a full collection of the cyclic collector
+        self.access = weakref.proxy(access)
         self.view, self.enc = access.view, access.enc
         self.timeout_ms = 10_000  # KernelSolver sets its own
 

@@ -8,24 +8,34 @@ the queries that need them.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
+from weakref import ref
 
 import z3
 
 
 class Deferred:
-    """A list of constraints made on first use and then kept (alternatives are shared by queries)."""
+    """A list of constraints made on first use and then kept (alternatives are shared by queries):
+    `method(*args)`, a method of the kernel's chain expander. The method is held weakly: the
+    expander keeps its alternatives, which hold their Deferreds, so a strong reference made a
+    reference cycle per kernel, and a kernel's terms and Z3 context lived on until a full
+    collection of the cyclic collector (several per audit chunk, each walking every object)."""
 
-    __slots__ = ("_make", "_terms")
+    __slots__ = ("_owner", "_function", "_args", "_terms")
 
-    def __init__(self, make: Callable[[], list[z3.BoolRef]]) -> None:
-        self._make: Callable[[], list[z3.BoolRef]] | None = make
+    def __init__(self, method: Callable[..., list[z3.BoolRef]], *args: object) -> None:
+        self._owner = ref(method.__self__)  # type: ignore[attr-defined]  # a plain weak reference: no callback
+        self._function = method.__func__  # type: ignore[attr-defined]
+        self._args: tuple[object, ...] = args
         self._terms: list[z3.BoolRef] | None = None
 
     def force(self) -> list[z3.BoolRef]:
         if self._terms is None:
-            self._terms = self._make()  # type: ignore[misc]
-            self._make = None
+            owner = self._owner()
+            if owner is None:  # only queries of a live solver are forced
+                raise RuntimeError("a deferred constraint outlived the solver that made it")
+            self._terms = self._function(owner, *self._args)
+            self._args = ()
         return self._terms
 
 
