@@ -131,3 +131,17 @@ def test_cached_parsers_parse_every_example_alike(tmp_path):
         outs.append(out.stdout.strip())
     assert outs[0] == outs[1] == outs[2]
     assert len(list((tmp_path / "c" / "lark").glob("*.json"))) >= 1
+
+
+def test_warm_up_builds_every_lexer_scanner_an_audit_worker_would_build():
+    """pipeline.warm_up (run before an audit forks its workers) leaves no scanner of the kernel or
+    reference grammar to build lazily: this reads Lark's lexer objects, so a Lark release that
+    moves them fails here rather than silently costing every worker its scanners again."""
+    from ave_decl.lang import parser, reference
+    from ave_decl.pipeline import Options, warm_up
+
+    warm_up(Options())
+    for lark in (parser._lark(), reference._lark()):
+        lexer = lark.parser.lexer
+        lexer = getattr(lexer, "lexer", lexer)
+        assert lexer.lexers and all(basic._scanner is not None for basic in lexer.lexers.values())

@@ -12,6 +12,7 @@ integrity checks: cache.py.
 """
 from __future__ import annotations
 
+import gc
 import math
 import multiprocessing as mp
 import numbers
@@ -25,7 +26,8 @@ from typing import Callable, Protocol, Union
 from ..lang.errors import AveError, ExitCode, UsageError
 from ..lang.source import MAX_SOURCE_BYTES, SourceFile
 from ..lang.source import read_regular as read_source_bytes
-from ..pipeline import Options, error_report, internal_error, learn_proofs, learned_proofs, read_sources, run, start_learning
+from ..pipeline import (Options, error_report, internal_error, learn_proofs, learned_proofs, read_sources, run, start_learning,
+                        warm_up)
 from ..report.model import ErrorReport, KernelReport, Report
 from .cache import Cache, key
 from .discover import discover, unreadable
@@ -156,7 +158,8 @@ class Chunk:
         self.timeout_s = opts.file_timeout_s
         self.conn, child = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_worker, args=(items, opts.check, child), daemon=True)
-        self.proc.start()
+        _warm_once(opts.check)
+        _start_frozen(self.proc)
         child.close()
         limit = opts.file_timeout_s * len(items) if opts.file_timeout_s > 0 else math.inf  # 0: no limit
         self.deadline = time.monotonic() + limit
@@ -185,6 +188,30 @@ class Chunk:
         results, learned = payload
         learn_proofs(learned)  # the next chunks forked here start with this chunk's proofs
         return Outcome("ok", results)
+
+
+_WARMED: set[tuple] = set()  # the (rules, engine) options this process has warmed up for
+
+
+def _warm_once(opts: Options) -> None:
+    """pipeline.warm_up, once per process and rule set: what every forked worker would build."""
+    key = (opts.rules_dirs, opts.engine)
+    if key not in _WARMED:
+        warm_up(opts)
+        _WARMED.add(key)
+
+
+def _start_frozen(proc) -> None:
+    """Start a worker with every object of this process in the collector's permanent
+    generation (gc.freeze), as Python's documentation advises before a fork: the worker's
+    collections then never walk the inherited parsers, rule program and modules (a full
+    collection walked them all, several per chunk), nor write to their pages (no copy-on-write
+    faults). This process gets them back as they were right after the fork."""
+    gc.freeze()
+    try:
+        proc.start()
+    finally:
+        gc.unfreeze()
 
 
 def run_chunk(items: list[Item], opts: AuditOptions) -> Outcome:

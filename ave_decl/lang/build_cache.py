@@ -195,3 +195,14 @@ def lark_parser(grammar_file: Path, **options: Any):
 
     key = digest(text, lark.__version__, repr(sorted(options.items())), *sorted(runtime))
     return cached("lark", key, build, to_data, from_data)
+
+
+def build_scanners(parser: Any) -> None:
+    """Build every contextual-lexer scanner of a LALR `Lark` parser now. Lark builds each parser
+    state's scanner (regular expressions compiled) on its first use in a process: about 25 ms
+    for ave.lark, paid again by every audit worker unless the parent that forks them built
+    them (pipeline.warm_up). Reads Lark's lexer objects; a Lark without them is left as is."""
+    lexer = getattr(getattr(parser, "parser", None), "lexer", None)
+    lexer = getattr(lexer, "lexer", lexer)  # a postlex connector wraps the contextual lexer
+    for basic in {id(each): each for each in getattr(lexer, "lexers", {}).values()}.values():
+        getattr(basic, "scanner", None)  # the property builds and keeps the scanner

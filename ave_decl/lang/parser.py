@@ -18,7 +18,7 @@ from .inline import HELPER_DECORATOR, inline_helpers
 from .lark_spans import SpanTransformer
 from .masked import desugar_masked
 from .packed import desugar_packed
-from .build_cache import lark_parser
+from .build_cache import build_scanners, lark_parser
 from .resources import grammar_path
 from .source import MAX_SOURCE_BYTES, SourceFile, Span, quote
 
@@ -80,6 +80,11 @@ class _DedentError(Exception):
 def _lark() -> Lark:
     return lark_parser(grammar_path("ave.lark"), postlex=_Indenter(), propagate_positions=True,
                        maybe_placeholders=False)
+
+
+def warm_up() -> None:
+    """The parser with every lexer scanner built (pipeline.warm_up: before an audit forks)."""
+    build_scanners(_lark())
 
 
 class _Build(SpanTransformer, Transformer_NonRecursive):

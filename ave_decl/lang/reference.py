@@ -18,7 +18,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from . import ast as A
 from .errors import FrontEndError
 from .lark_spans import SpanTransformer
-from .build_cache import lark_parser
+from .build_cache import build_scanners, lark_parser
 from .resources import grammar_path
 from .source import Span
 
@@ -162,6 +162,11 @@ def kernel_names(kernel: A.Kernel) -> dict[str, str]:
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     return lark_parser(grammar_path("reference.lark"), propagate_positions=True, maybe_placeholders=False)
+
+
+def warm_up() -> None:
+    """The parser with every lexer scanner built (pipeline.warm_up: before an audit forks)."""
+    build_scanners(_lark())
 
 
 class _Where:
