@@ -5,6 +5,7 @@ when they are FIFOs), the file deadline cannot be disabled through the Python AP
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -221,6 +222,27 @@ def test_strict_decoding_round_trips_a_real_report(primed):
     assert [k.kernel for k in kernels] == [k["kernel"] for k in clean["kernels"]] and errors == []
     for bad in ({}, [], None, {"kernels": None, "errors": []}, {"kernels": [], "errors": [], "x": 1}):
         with pytest.raises(BadEntry):
+            decode_file_result(bad)
+
+
+def test_a_bad_value_deep_in_an_entry_is_named_by_its_path(primed):
+    """The decoders are built once per type and make a path only for a bad entry; the message
+    still says where the entry is wrong."""
+    _, _, good_text, _ = primed
+    payload = json.loads(good_text)["payload"]
+    kernel = payload["kernels"][0]
+    assert kernel["findings"], "the primed kernel has findings"
+    cases = [(("findings", 0, "location", "line"), "x", "kernels[0].findings[0].location.line: expected an integer"),
+             (("findings", 0, "verdict"), "NOPE", "kernels[0].findings[0].verdict: not a Verdict"),
+             (("timings_ms", "parse"), float("inf"), "kernels[0].timings_ms.parse: expected a finite number"),
+             (("obligations",), True, "kernels[0].obligations: expected an integer")]
+    for path, value, message in cases:
+        bad = json.loads(good_text)["payload"]
+        target = bad["kernels"][0]
+        for part in path[:-1]:
+            target = target[part]
+        target[path[-1]] = value
+        with pytest.raises(BadEntry, match=re.escape(message)):
             decode_file_result(bad)
 
 

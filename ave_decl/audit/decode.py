@@ -14,7 +14,7 @@ import types
 import typing
 from enum import Enum
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from ..report.model import ErrorReport, Finding, KernelReport
 
@@ -32,125 +32,233 @@ _DICT_SHAPES: dict[tuple[type, str], dict[str, type | tuple[type, ...]]] = {
 }
 
 
-@lru_cache(maxsize=None)
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+class _Bad(Exception):
+    """A decoding failure on its way up: the message, and the path to it (innermost part first),
+    completed by each container it passes (paths are built only for a bad entry, never per value:
+    formatting a path per value was most of a warm audit's time)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []
+
+    def at(self, part: str) -> "_Bad":
+        self.path.append(part)
+        return self
 
 
-def _json_value(x: Any, where: str) -> None:
+Decoder = Callable[[Any], Any]
+
+
+def _json_value(x: Any) -> None:
     """Plain JSON only (what json.loads gives, minus NaN/Infinity)."""
     if x is None or isinstance(x, (bool, int, str)):
         return
     if isinstance(x, float):
         if not math.isfinite(x):
-            raise BadEntry(f"{where}: non-finite number")
+            raise _Bad("non-finite number")
         return
     if isinstance(x, list):
-        for i, v in enumerate(x):
-            _json_value(v, f"{where}[{i}]")
+        i = 0
+        try:
+            for i, v in enumerate(x):
+                _json_value(v)
+        except _Bad as exc:
+            exc.path.append(f"[{i}]")
+            raise
         return
     if isinstance(x, dict):
-        for k, v in x.items():
-            if not isinstance(k, str):
-                raise BadEntry(f"{where}: non-string key")
-            _json_value(v, f"{where}.{k}")
+        k = ""
+        try:
+            for k, v in x.items():
+                if not isinstance(k, str):
+                    raise _Bad("non-string key")
+                _json_value(v)
+        except _Bad as exc:
+            if isinstance(k, str):
+                exc.path.append(f".{k}")
+            raise
         return
-    raise BadEntry(f"{where}: not JSON")
+    raise _Bad("not JSON")
 
 
-def _value(tp: Any, x: Any, where: str) -> Any:
+def _plain(x: Any) -> Any:
+    _json_value(x)
+    return x
+
+
+def _items(item: Decoder) -> Decoder:
+    def list_of(x: Any) -> list:
+        if not isinstance(x, list):
+            raise _Bad("expected a list")
+        out, i = [], 0
+        try:
+            for i, v in enumerate(x):
+                out.append(item(v))
+        except _Bad as exc:
+            exc.path.append(f"[{i}]")
+            raise
+        return out
+    return list_of
+
+
+def _checked(kind: type, message: str) -> Decoder:
+    """A scalar of exactly this type (a bool is not an int)."""
+    def scalar(x: Any) -> Any:
+        if type(x) is not kind and not (kind is int and isinstance(x, int) and not isinstance(x, bool)):
+            raise _Bad(message)
+        return x
+    return scalar
+
+
+def _number(x: Any) -> Any:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        raise _Bad("expected a finite number")
+    return x  # an int stays an int: the report reads back byte for byte
+
+
+def _none(x: Any) -> None:
+    if x is not None:
+        raise _Bad("expected null")
+    return None
+
+
+@lru_cache(maxsize=None)
+def _decoder(tp: Any) -> Decoder:
+    """The decoder of values of type `tp`, built once per type: the type hints are read here,
+    not per value."""
     origin = typing.get_origin(tp)
     if tp is Any:
-        _json_value(x, where)
-        return x
+        return _plain
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(tp)
-        if x is None and type(None) in options:
-            return None
-        last: BadEntry | None = None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _value(option, x, where)
-            except BadEntry as exc:
-                last = exc
-        raise last or BadEntry(f"{where}: unexpected null")
+        nullable = type(None) in options
+        choices = [_decoder(o) for o in options if o is not type(None)]
+
+        def union(x: Any) -> Any:
+            if x is None and nullable:
+                return None
+            last: _Bad | None = None
+            for choice in choices:
+                try:
+                    return choice(x)
+                except _Bad as exc:
+                    last = exc
+            raise last or _Bad("unexpected null")
+        return union
     if tp is type(None):
-        if x is not None:
-            raise BadEntry(f"{where}: expected null")
-        return None
+        return _none
     if tp is bool:
-        if not isinstance(x, bool):
-            raise BadEntry(f"{where}: expected a boolean")
-        return x
+        return _checked(bool, "expected a boolean")
     if tp is int:
-        if isinstance(x, bool) or not isinstance(x, int):
-            raise BadEntry(f"{where}: expected an integer")
-        return x
+        return _checked(int, "expected an integer")
     if tp is float:
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-            raise BadEntry(f"{where}: expected a finite number")
-        return x  # an int stays an int: the report reads back byte for byte
+        return _number
     if tp is str:
-        if not isinstance(x, str):
-            raise BadEntry(f"{where}: expected a string")
-        return x
+        return _checked(str, "expected a string")
     if isinstance(tp, type) and issubclass(tp, Enum):
-        try:
-            return tp(x)
-        except (ValueError, TypeError):
-            raise BadEntry(f"{where}: not a {tp.__name__}") from None
+        def enum(x: Any) -> Enum:
+            try:
+                return tp(x)
+            except (ValueError, TypeError):
+                raise _Bad(f"not a {tp.__name__}") from None
+        return enum
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return decode(tp, x, where)
+        return _dataclass(tp)
     if origin is tuple:  # JSON has lists; asdict writes tuples as lists too
         args = typing.get_args(tp)
-        if not isinstance(x, list):
-            raise BadEntry(f"{where}: expected a list")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(x))
-        if len(args) != len(x):
-            raise BadEntry(f"{where}: expected {len(args)} items")
-        return tuple(_value(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, x)))
+            items = _items(_decoder(args[0]))
+            return lambda x: tuple(items(x))
+        parts = [_decoder(a) for a in args]
+
+        def fixed(x: Any) -> tuple:
+            if not isinstance(x, list):
+                raise _Bad("expected a list")
+            if len(parts) != len(x):
+                raise _Bad(f"expected {len(parts)} items")
+            return tuple(_items_at(parts, x))
+        return fixed
     if tp in (list, dict) or origin in (list, dict):
         want = origin or tp
-        if not isinstance(x, want):
-            raise BadEntry(f"{where}: expected a {want.__name__}")
         args = typing.get_args(tp)
         if want is list:
             if not args:
-                _json_value(x, where)
-                return list(x)
-            return [_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(x)]
+                return lambda x: list(_plain(_is(x, list)))
+            return _items(_decoder(args[0]))
         if not args:
-            _json_value(x, where)
-            return dict(x)
-        out = {}
-        for k, v in x.items():
-            out[_value(args[0], k, where)] = _value(args[1], v, f"{where}.{k}")
-        return out
-    raise BadEntry(f"{where}: cannot decode a {tp!r}")  # a field type this decoder does not know: a miss
+            return lambda x: dict(_plain(_is(x, dict)))
+        key, value = _decoder(args[0]), _decoder(args[1])
+
+        def dict_of(x: Any) -> dict:
+            _is(x, dict)
+            out, k = {}, ""
+            try:
+                for k, v in x.items():
+                    out[key(k)] = value(v)
+            except _Bad as exc:
+                exc.path.append(f".{k}")
+                raise
+            return out
+        return dict_of
+
+    def unknown(x: Any) -> Any:  # a field type this decoder does not know: a miss
+        raise _Bad(f"cannot decode a {tp!r}")
+    return unknown
+
+
+def _is(x: Any, want: type) -> Any:
+    if not isinstance(x, want):
+        raise _Bad(f"expected a {want.__name__}")
+    return x
+
+
+def _items_at(parts: list[Decoder], x: list) -> list:
+    out, i = [], 0
+    try:
+        for i, (part, v) in enumerate(zip(parts, x)):
+            out.append(part(v))
+    except _Bad as exc:
+        exc.path.append(f"[{i}]")
+        raise
+    return out
+
+
+def _dataclass(cls: type) -> Decoder:
+    """A decoder of the dataclass `cls`: exactly its fields, each by its type hint, and the
+    keys the renderers read in its dict-typed fields (_DICT_SHAPES)."""
+    hints = typing.get_type_hints(cls)
+    fields = [f.name for f in dataclasses.fields(cls)]
+    names = set(fields)
+    plan = [(f, _decoder(hints[f]), _DICT_SHAPES.get((cls, f))) for f in fields]
+
+    def instance(data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise _Bad("expected an object")
+        if data.keys() != names:
+            raise _Bad(f"fields {sorted(set(data) ^ names)} missing or unexpected")
+        values = {}
+        for f, decode_field, shape in plan:
+            try:
+                v = decode_field(data[f])
+                if shape is not None and v is not None:
+                    for key, want in shape.items():
+                        if key not in v or not isinstance(v[key], want) or (want is int and isinstance(v[key], bool)):
+                            raise _Bad("missing or of the wrong type").at(f".{key}")
+            except _Bad as exc:
+                exc.path.append(f".{f}")
+                raise
+            values[f] = v
+        return cls(**values)
+    return instance
 
 
 def decode(cls: type, data: Any, where: str = "") -> Any:
-    """An instance of the dataclass `cls` from `data`, or BadEntry."""
-    name = where or cls.__name__
-    if not isinstance(data, dict):
-        raise BadEntry(f"{name}: expected an object")
-    hints = _hints(cls)
-    fields = [f.name for f in dataclasses.fields(cls)]
-    if set(data) != set(fields):
-        raise BadEntry(f"{name}: fields {sorted(set(data) ^ set(fields))} missing or unexpected")
-    values = {}
-    for f in fields:
-        v = _value(hints[f], data[f], f"{name}.{f}")
-        shape = _DICT_SHAPES.get((cls, f))
-        if shape is not None and v is not None:
-            for key, want in shape.items():
-                if key not in v or not isinstance(v[key], want) or (want is int and isinstance(v[key], bool)):
-                    raise BadEntry(f"{name}.{f}.{key}: missing or of the wrong type")
-        values[f] = v
-    return cls(**values)
+    """An instance of the dataclass `cls` from `data`, or BadEntry (its message says where)."""
+    try:
+        return _decoder(cls)(data)
+    except _Bad as exc:
+        raise BadEntry(f"{where or cls.__name__}{''.join(reversed(exc.path))}: {exc.message}") from None
 
 
 def decode_file_result(payload: Any) -> tuple[list[KernelReport], list[ErrorReport]]:
