@@ -18,7 +18,9 @@ def _report(path: Path) -> str:
     return json.dumps(check(str(path), violation_sets=False).to_json(timings=False), sort_keys=True)
 
 
-@pytest.mark.parametrize("name", ["gemm_pipelined.ave", "pipelines/gemm_pipelined3.ave"])
+# stored-tag groups of a refilled stage (K distinctness, whose groups were skipped in the
+# pipelined GEMMs, is not grouped at all now: solve.UNGROUPED)
+@pytest.mark.parametrize("name", ["buffers/lds_pipeline.ave", "pipelines/register_prefetch.ave"])
 def test_skipped_groups_are_unprovable_and_the_report_is_unchanged(name, monkeypatch):
     path = ROOT / "examples" / name
     as_shipped = _report(path)
@@ -41,7 +43,7 @@ def test_skipped_groups_are_unprovable_and_the_report_is_unchanged(name, monkeyp
 
 @pytest.mark.parametrize("name", ["pipelines/gemm_pipelined3.ave", "pipelines/gemm_pipelined3_wait2.ave"])
 def test_ungrouped_relations_are_proved_one_by_one_with_the_same_report(name, monkeypatch):
-    """solve.UNGROUPED (async waits, K pairing): no group is attempted for their obligations,
+    """solve.UNGROUPED (async waits, K pairing, K distinctness): no group is attempted for their obligations,
     and the report is the one grouping every relation gives."""
     from ave_decl.solver import solve
 
@@ -65,4 +67,4 @@ def test_ungrouped_relations_are_proved_one_by_one_with_the_same_report(name, mo
     attempted.clear()
     monkeypatch.setattr(solve, "UNGROUPED", frozenset())
     assert _report(path) == as_shipped
-    assert set(attempted) & {"async_exposed", "k_pairing"}, "the examples have obligations of both relations"
+    assert {"async_exposed", "k_pairing", "k_distinct"} <= set(attempted), "the examples have obligations of each"
