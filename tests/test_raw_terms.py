@@ -45,3 +45,17 @@ def test_conjunction_and_negation_are_z3pys_and_and_not_even_of_one_formula():
     assert _same(conjunction(one, ctx), z3.And(*one))  # an `and` of one child, not the formula itself
     assert _same(conjunction(two, ctx), z3.And(*two))
     assert _same(negation(conjunction(two, ctx)), z3.Not(z3.And(*two)))
+
+
+def test_a_term_z3_refused_to_build_raises_instead_of_wrapping_null():
+    """raw_terms.made wraps a builder's result without z3py's error check: a null term (Z3's
+    answer to a bad request) must still raise, never become a reference to nothing."""
+    import z3
+
+    from ave_decl.solver.raw_terms import made
+
+    ctx = z3.Context()
+    with pytest.raises(z3.Z3Exception):
+        made(z3.ArithRef, z3.Ast(None), ctx)
+    x = z3.Int("x", ctx)
+    assert made(z3.ArithRef, x.ast, ctx).eq(x)

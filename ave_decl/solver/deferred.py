@@ -16,10 +16,11 @@ import z3
 
 class Deferred:
     """A list of constraints made on first use and then kept (alternatives are shared by queries):
-    `method(*args)`, a method of the kernel's chain expander. The method is held weakly: the
-    expander keeps its alternatives, which hold their Deferreds, so a strong reference made a
-    reference cycle per kernel, and a kernel's terms and Z3 context lived on until a full
-    collection of the cyclic collector (several per audit chunk, each walking every object)."""
+    `method(*args)`, a method of the kernel's chain expander or of its cross-arm planner. The
+    method's owner is held weakly: the expander keeps its alternatives, which hold their
+    Deferreds, so a strong reference made a reference cycle per kernel, and a kernel's terms and
+    Z3 context lived on until a full collection of the cyclic collector (several per audit
+    chunk, each walking every object)."""
 
     __slots__ = ("_owner", "_function", "_args", "_terms")
 
