@@ -54,3 +54,17 @@ def test_a_check_leaves_no_cycle(name, monkeypatch):
     text = path.read_text()
     check(text, path=str(path), violation_sets=False)  # parsers, rules and caches built first
     assert _cyclic_garbage_of(lambda: check(text, path=str(path), violation_sets=False)) == []
+
+
+def test_the_front_end_keeps_one_kernels_context_for_its_solver():
+    """The first kernel's solver goes on in its derived facts' Z3 context; every other kernel's
+    is freed when its facts are derived (contexts alive together each fault in fresh pages)."""
+    import z3
+
+    from ave_decl.lang.source import SourceFile
+    from ave_decl.pipeline import KEPT_CONTEXTS, front_end
+
+    names = ["gemm_naive", "gemm_lds_mfma", "untagged_operand"]
+    fe = front_end([SourceFile(str(EXAMPLES / f"{n}.ave"), (EXAMPLES / f"{n}.ave").read_text()) for n in names])
+    assert len(fe.kernels) == 3 and KEPT_CONTEXTS == 1
+    assert list(fe.contexts) == [fe.kernels[0].kid] and isinstance(fe.contexts[fe.kernels[0].kid], z3.Context)

@@ -40,10 +40,9 @@ def _unsat(enc: Encoder, constraints: list[z3.BoolRef]) -> bool:
     return proof_memo.proved_by(enc.query_key(formulas), lambda: _query_solver(enc, formulas).check() == z3.unsat)
 
 
-def add_semantic_facts(kf: KernelFacts) -> None:
-    """Add the solver-derived rows the rules read. Their Z3 context is freed on return: kept for
-    the kernel's solver, an audit chunk held one per kernel until its solving, and each of
-    them faulted in fresh pages (16 MB, ~7 ms) instead of reusing a freed one's (~1 ms)."""
+def add_semantic_facts(kf: KernelFacts) -> z3.Context:
+    """Add the solver-derived rows the rules read; return the Z3 context they were proved in
+    (the kernel's solver may go on in it: pipeline.front_end says when)."""
     view = KernelView.of(kf)
     enc = Encoder(view)
     base = enc.base_constraints()
@@ -74,6 +73,7 @@ def add_semantic_facts(kf: KernelFacts) -> None:
             if _covers(enc, base, acc, space, size_eid, loops[depth:], loops[:depth]):
                 kf.add("covers", a, level)
     add_lane_strides(kf, view, enc, base)
+    return enc.ctx
 
 
 def _trip_count(enc: Encoder, header: int) -> int | None:

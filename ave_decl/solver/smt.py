@@ -45,12 +45,13 @@ class Instance:
 class Encoder:
     """Builds Z3 terms for one kernel. Sizes (size:M ...) are shared by all instances."""
 
-    def __init__(self, view: KernelView):
+    def __init__(self, view: KernelView, ctx: z3.Context | None = None):
         self.view = view
         self.nodes = view.kf.table.nodes
         # A Z3 context per kernel: models (and so counterexamples) do not depend on which other
-        # kernels were checked before in the same process.
-        self.ctx = z3.Context()
+        # kernels were checked before in the same process. `ctx`: the one the kernel's derived
+        # facts were proved in (derived_facts.add_semantic_facts), never another kernel's.
+        self.ctx = ctx if ctx is not None else z3.Context()
         self.sizes: dict[str, z3.ArithRef] = {}
         self._counter = itertools.count()
         self.ranges: dict[int, tuple[int, int]] = {}  # z3 ast id of a variable -> known [lo, hi]

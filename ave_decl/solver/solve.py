@@ -101,13 +101,13 @@ OPERAND_KINDS: dict[str, tuple[str, str, str]] = {
 class KernelSolver:
     def __init__(self, view: KernelView, derived: dict[str, list[tuple]], metadata: dict[str, dict[str, str]],
                  timeout_s: float, violation_sets: bool = True, max_errors: int | None = None,
-                 suppressed: Callable[[Finding], bool] = lambda f: False):
+                 suppressed: Callable[[Finding], bool] = lambda f: False, context: z3.Context | None = None):
         check_derived_ids(view, derived)  # rows a --rules file added with ids the kernel lacks: exit 4
         self.violation_sets = violation_sets
         self.max_errors, self.suppressed = max_errors, suppressed
         self.unchecked = 0  # obligations max_errors left undecided
         self.view = view
-        self.enc = Encoder(view)
+        self.enc = Encoder(view, context)  # the context of the kernel's derived facts, when given
         self.expander = Expander(view, self.enc, derived)
         self.access = AccessQueries(view, self.enc, self.expander, derived)
         self.barriers = BarrierQueries(view, self.enc)
