@@ -18,6 +18,7 @@ import multiprocessing as mp
 import numbers
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -199,14 +200,18 @@ class Chunk:
 
 
 _WARMED: set[tuple] = set()  # the (rules, engine) options this process has warmed up for
+# A Dask worker runs chunks on several threads: one warm-up and one frozen fork at a time (a
+# thread's unfreeze must not land between another's freeze and its fork)
+_FORKING = threading.Lock()
 
 
 def _warm_once(opts: Options) -> None:
     """pipeline.warm_up, once per process and rule set: what every forked worker would build."""
     key = (opts.rules_dirs, opts.engine)
-    if key not in _WARMED:
-        warm_up(opts)
-        _WARMED.add(key)
+    with _FORKING:
+        if key not in _WARMED:
+            warm_up(opts)
+            _WARMED.add(key)
 
 
 def _start_frozen(proc) -> None:
@@ -215,11 +220,12 @@ def _start_frozen(proc) -> None:
     collections then never walk the inherited parsers, rule program and modules (a full
     collection walked them all, several per chunk), nor write to their pages (no copy-on-write
     faults). This process gets them back as they were right after the fork."""
-    gc.freeze()
-    try:
-        proc.start()
-    finally:
-        gc.unfreeze()
+    with _FORKING:
+        gc.freeze()
+        try:
+            proc.start()
+        finally:
+            gc.unfreeze()
 
 
 def run_chunk(items: list[Item], opts: AuditOptions) -> Outcome:
