@@ -14,7 +14,8 @@ import types
 import typing
 from enum import Enum
 from functools import lru_cache
-from typing import Any, Callable
+from itertools import repeat
+from typing import Any, Callable, Iterable
 
 from ..report.model import ErrorReport, Finding, KernelReport
 
@@ -87,25 +88,26 @@ def _plain(x: Any) -> Any:
     return x
 
 
+def _each(decoders: Iterable[Decoder], x: list) -> list:
+    """The items of the list `x`, each by its decoder; a bad one's path gets its index."""
+    out, i = [], 0
+    try:
+        for i, (decode_item, v) in enumerate(zip(decoders, x)):
+            out.append(decode_item(v))
+    except _Bad as exc:
+        exc.path.append(f"[{i}]")
+        raise
+    return out
+
+
 def _items(item: Decoder) -> Decoder:
-    def list_of(x: Any) -> list:
-        if not isinstance(x, list):
-            raise _Bad("expected a list")
-        out, i = [], 0
-        try:
-            for i, v in enumerate(x):
-                out.append(item(v))
-        except _Bad as exc:
-            exc.path.append(f"[{i}]")
-            raise
-        return out
-    return list_of
+    return lambda x: _each(repeat(item), _is(x, list))
 
 
 def _checked(kind: type, message: str) -> Decoder:
-    """A scalar of exactly this type (a bool is not an int)."""
+    """A scalar of this type (a bool is not an int)."""
     def scalar(x: Any) -> Any:
-        if type(x) is not kind and not (kind is int and isinstance(x, int) and not isinstance(x, bool)):
+        if not isinstance(x, kind) or (kind is int and isinstance(x, bool)):
             raise _Bad(message)
         return x
     return scalar
@@ -173,11 +175,9 @@ def _decoder(tp: Any) -> Decoder:
         parts = [_decoder(a) for a in args]
 
         def fixed(x: Any) -> tuple:
-            if not isinstance(x, list):
-                raise _Bad("expected a list")
-            if len(parts) != len(x):
+            if len(parts) != len(_is(x, list)):
                 raise _Bad(f"expected {len(parts)} items")
-            return tuple(_items_at(parts, x))
+            return tuple(_each(parts, x))
         return fixed
     if tp in (list, dict) or origin in (list, dict):
         want = origin or tp
@@ -211,17 +211,6 @@ def _is(x: Any, want: type) -> Any:
     if not isinstance(x, want):
         raise _Bad(f"expected a {want.__name__}")
     return x
-
-
-def _items_at(parts: list[Decoder], x: list) -> list:
-    out, i = [], 0
-    try:
-        for i, (part, v) in enumerate(zip(parts, x)):
-            out.append(part(v))
-    except _Bad as exc:
-        exc.path.append(f"[{i}]")
-        raise
-    return out
 
 
 def _dataclass(cls: type) -> Decoder:

@@ -53,6 +53,12 @@ def made(cls: type, a: z3.Ast, ctx: z3.Context):
     return ref
 
 
+def int_const(name: str, ctx: z3.Context) -> z3.ArithRef:
+    """z3py's `Int(name)`, the same constant, without its sort object and checks per call."""
+    c = ctx.ref()
+    return made(z3.ArithRef, _mk_const(c, _mk_symbol(c, name.encode()), _mk_int_sort(c)), ctx)
+
+
 def _wrap(a: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
     """The Python reference of a raw term (it takes a Z3 reference count), typed by its sort."""
     return z3.z3._to_expr_ref(a, ctx)

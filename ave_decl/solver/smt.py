@@ -16,7 +16,7 @@ import z3
 from ..facts.view import KernelView
 from . import budgets
 from .divmod import DivModSimplifier
-from .raw_terms import INT_BINARY, _mk_const, _mk_int_sort, _mk_symbol, compare, int_binary, is_int_term, made, negation, numeral
+from .raw_terms import INT_BINARY, compare, int_binary, int_const, is_int_term, negation, numeral
 from .term_templates import TermTemplates
 from .proof_memo import FormulaDigester
 from .proof_memo import enabled as proof_memo_enabled
@@ -98,9 +98,8 @@ class Encoder:
         return self._digester.key(formulas)
 
     def int_var(self, name: str) -> z3.ArithRef:
-        """z3py's `Int(name)` (the same constant), without its sort object per call."""
-        c = self.ctx.ref()
-        return made(z3.ArithRef, _mk_const(c, _mk_symbol(c, name.encode()), _mk_int_sort(c)), self.ctx)
+        """z3py's `Int(name)`, the same constant (raw_terms.int_const)."""
+        return int_const(name, self.ctx)
 
     def int_val(self, value: int) -> z3.ArithRef:
         """A numeral, made once per kernel (z3py's IntVal goes through a string each time)."""
