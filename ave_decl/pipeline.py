@@ -32,7 +32,7 @@ from .report.model import ErrorReport, KernelReport, Location, Report, Verdict
 from .report.relations import RelationDump, RelationTuple
 from .report.suppress import annotate, in_source_suppression
 from .solver import fast_z3, proof_memo
-from .solver.allocator import keep_freed_memory
+from .solver.allocator import COLLECTOR_THRESHOLDS, few_collections, keep_freed_memory
 from .solver.derived_facts import add_semantic_facts
 from .solver.solve import KernelSolver
 
@@ -132,7 +132,7 @@ def run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport]
     appended to `relations` (one RelationDump per kernel and relation)."""
     proof_memo.MEMO.attach(proof_memo.store_path(opts.proof_cache) if opts.proof_cache else None)
     keep_freed_memory()  # fresh Z3 contexts reuse freed pages (solver/allocator.py)
-    with fast_z3():
+    with fast_z3(), few_collections():
         return _run(sources, opts, read_errors, relations)
 
 

@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,18 +33,24 @@ PHASES = ("parse", "facts", "fixpoint", "solving", "report")
 
 def one_run(path: Path) -> dict[str, float]:
     """Time each stage of the pipeline once, in this process (in the z3 mode and with the
-    allocator settings `ave check` uses)."""
-    try:
-        from ave_decl.solver.allocator import keep_freed_memory
-    except ImportError:  # a revision from before solver/allocator.py (bench/check.py --against)
-        pass
-    else:
-        keep_freed_memory()
-    try:
-        from ave_decl.solver import fast_z3
-    except ImportError:  # a revision from before fast_z3 (bench/check.py --against)
-        return _one_run(path)
-    with fast_z3():
+    allocator and collector settings `ave check` uses; a revision from before one of them,
+    measured by --against, runs without it)."""
+    with ExitStack() as modes:
+        try:
+            from ave_decl.solver.allocator import keep_freed_memory
+            keep_freed_memory()
+        except ImportError:
+            pass
+        try:
+            from ave_decl.solver import fast_z3
+            modes.enter_context(fast_z3())
+        except ImportError:
+            pass
+        try:
+            from ave_decl.solver.allocator import few_collections
+            modes.enter_context(few_collections())
+        except ImportError:
+            pass
         return _one_run(path)
 
 

@@ -37,3 +37,36 @@ def test_a_check_sets_them(monkeypatch):
     monkeypatch.setattr("ave_decl.pipeline.keep_freed_memory", lambda: calls.append(1) or True)
     check(str(ROOT / "examples" / "gemm_naive.ave"), violation_sets=False)
     assert calls == [1]
+
+
+def test_a_check_collects_rarely_and_restores_the_callers_thresholds(monkeypatch):
+    import contextlib
+    import gc
+
+    from ave_decl import check
+    from ave_decl.solver import allocator
+
+    seen: list[tuple[int, int, int]] = []
+    real = allocator.few_collections
+
+    @contextlib.contextmanager
+    def spying():
+        with real():
+            seen.append(gc.get_threshold())  # what the check runs under
+            yield
+
+    monkeypatch.setattr("ave_decl.pipeline.few_collections", spying)
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        check(str(ROOT / "examples" / "gemm_naive.ave"), violation_sets=False)
+        assert seen == [allocator.COLLECTOR_THRESHOLDS]
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(100_000, 10, 10)  # a caller's higher threshold is kept, not lowered
+        with allocator.few_collections():
+            assert gc.get_threshold() == (100_000, 20, 100)
+        gc.set_threshold(0, 10, 10)  # automatic collection off stays off
+        with allocator.few_collections():
+            assert gc.get_threshold()[0] == 0
+    finally:
+        gc.set_threshold(*before)

@@ -27,8 +27,8 @@ from typing import Callable, Protocol, Union
 from ..lang.errors import AveError, ExitCode, UsageError
 from ..lang.source import MAX_SOURCE_BYTES, SourceFile
 from ..lang.source import read_regular as read_source_bytes
-from ..pipeline import (Options, error_report, internal_error, learn_proofs, learned_proofs, read_sources, run, start_learning,
-                        warm_up)
+from ..pipeline import (COLLECTOR_THRESHOLDS, Options, error_report, internal_error, learn_proofs, learned_proofs,
+                        read_sources, run, start_learning, warm_up)
 from ..report.model import ErrorReport, KernelReport, Report
 from .cache import Cache, key
 from .discover import discover, unreadable
@@ -125,16 +125,11 @@ def check_files(items: list[Item], opts: Options) -> dict[str, FileResult]:
     return out
 
 
-# A worker's collector runs after 50,000 new objects instead of 700, and its older generations
-# rarely: a check makes millions of short-lived objects and few cycles (tests/test_reference_
-# cycles.py), so the default thresholds walked the chunk's live facts and terms hundreds of times
-# (~5 % of a worker's time). Only in the worker, which exits after its chunk.
-WORKER_GC_THRESHOLDS = (50_000, 20, 100)
-
-
 def _worker(items: list[Item], opts: Options, conn) -> None:
     try:
-        gc.set_threshold(*WORKER_GC_THRESHOLDS)
+        # each check raises them (solver/allocator.py); the worker, which exits after its
+        # chunk, keeps them for its reading and parsing too
+        gc.set_threshold(*COLLECTOR_THRESHOLDS)
         start_learning()
         results = check_files(items, opts)
         conn.send(("ok", (results, learned_proofs())))

@@ -1,4 +1,5 @@
-"""Keep freed memory in the process instead of handing it back to the kernel (glibc only).
+"""Memory management of a check: keep freed memory in the process instead of handing it back
+to the kernel (glibc only), and collect cyclic garbage rarely while a check runs.
 
 Why: each kernel gets a fresh Z3 context (smt.Encoder, and one per violated query's canonical
 model), and a Z3 context allocates about 16 MB. With glibc's defaults, large blocks are mapped
@@ -10,12 +11,22 @@ before (docs/performance.md, Session 19). With blocks below 32 MiB taken from th
 
 `AVE_MALLOC_TUNING=off` leaves the C library's settings alone (a host program that tunes its
 allocator itself). Elsewhere than glibc nothing is done.
+
+The collector: a check makes millions of short-lived objects (z3py wrappers, ctypes arguments,
+memo tuples) and no reference cycles that outlive it (tests/test_reference_cycles.py), so
+Python's default thresholds (a collection every 700 net allocations) walked the live facts and
+terms thousands of times for nothing: ~5 % of production attention's check, ~10 % of its time
+on the process clock (docs/performance.md, Session 24). `few_collections` raises them while a
+check runs and restores the caller's afterwards.
 """
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 M_TRIM_THRESHOLD = -1  # glibc mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
@@ -23,6 +34,23 @@ MMAP_THRESHOLD = 32 * 1024 * 1024
 TRIM_THRESHOLD = 64 * 1024 * 1024
 
 _outcome: bool | None = None  # decided once per process
+
+# a collection after 50,000 net new objects instead of 700, the older generations rarely
+COLLECTOR_THRESHOLDS = (50_000, 20, 100)
+
+
+@contextmanager
+def few_collections() -> Iterator[None]:
+    """The collector's thresholds raised to COLLECTOR_THRESHOLDS for the block (never lowered:
+    a caller's higher thresholds stay, and a threshold of 0, automatic collection off, stays
+    off), the caller's restored after."""
+    previous = gc.get_threshold()
+    if previous[0] != 0:
+        gc.set_threshold(*(max(p, t) for p, t in zip(previous, COLLECTOR_THRESHOLDS)))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
 
 
 def keep_freed_memory() -> bool:

@@ -28,16 +28,17 @@ from .lane_split import lane_grid, lane_separable, loop_values
 from .smt import Encoder, Instance
 
 
-def _query_solver(enc: Encoder, formulas: list[z3.BoolRef]) -> z3.Solver:
-    """A solver for one derived-fact query, with its deterministic budget."""
-    return enc.query_solver(DERIVED_FACT_WALL_MS, formulas, rlimit=DERIVED_FACT_RLIMIT)
-
-
 def _unsat(enc: Encoder, constraints: list[z3.BoolRef]) -> bool:
     """Whether the constraints are proved unsatisfiable within the derived-fact budget (or
     were proved so before: solver/proof_memo.py)."""
     formulas = [*constraints, *enc.side]
-    return proof_memo.proved_by(enc.query_key(formulas), lambda: _query_solver(enc, formulas).check() == z3.unsat)
+
+    def decide() -> bool:
+        once = enc.attempt_solver(DERIVED_FACT_WALL_MS, DERIVED_FACT_RLIMIT)  # checked once
+        once.add(*enc.prepare(formulas))
+        return once.check() == z3.unsat
+
+    return proof_memo.proved_by(enc.query_key(formulas), decide)
 
 
 def add_semantic_facts(kf: KernelFacts) -> z3.Context:

@@ -66,6 +66,7 @@ class Encoder:
         self.use_proof_memo = proof_memo_enabled()  # read once per kernel (AVE_PROOF_MEMO)
         self._numerals: dict[int, z3.ArithRef] = {}
         self._templates = TermTemplates(self.nodes, self.ctx)
+        self._default_tactic: z3.Tactic | None = None  # `attempt_solver`'s, made once per kernel
 
     def normaliser(self) -> DivModSimplifier:
         """The kernel's div/mod simplifier: queries share instances, chains and base
@@ -120,6 +121,25 @@ class Encoder:
             s.set("rlimit", rlimit)
         return s
 
+    def attempt_solver(self, timeout_ms: int, rlimit: int, seed: int | None = None) -> z3.Solver:
+        """A solver for one check of formulas asserted once (a budgeted attempt): Z3's default
+        tactic as a solver, the tactic made once per kernel. What `z3.Solver()` runs on its first
+        check is that same tactic, but built anew for each solver (the QF_LIA branch's tactic
+        tree, its parameters set node by node) and torn down with it: 0.8 of the 1.5 ms a
+        trivial check cost, and queries are checked thousands of times per kernel
+        (docs/performance.md, Session 24). Not for push/pop or assertions added after a check:
+        such a solver runs the whole tactic again on every check, where `solver`'s switches to
+        Z3's incremental core."""
+        if self._default_tactic is None:
+            self._default_tactic = z3.Tactic("default", self.ctx)
+        s = self._default_tactic.solver()
+        s.set("timeout", timeout_ms)
+        if rlimit > 0:
+            s.set("rlimit", rlimit)
+        if seed is not None:
+            s.set("random_seed", seed)
+        return s
+
     def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef], rlimit: int = 0,
                      terms: tuple[z3.ExprRef, ...] = ()) -> z3.Solver:
         """A solver holding the query `formulas` (see `prepare`)."""
@@ -172,8 +192,7 @@ class Encoder:
         or (unknown, None) when every attempt spent its budget. A SAT here is a violation the
         full solver need not find again (it cost a second solve of every violated query)."""
         for seed in seeds:
-            attempt = self.solver(max(1, timeout_ms // 4), rlimit)
-            attempt.set("random_seed", seed)
+            attempt = self.attempt_solver(max(1, timeout_ms // 4), rlimit, seed)
             attempt.add(*prepared)
             result = attempt.check()
             if result != z3.unknown:  # a model is a model: no other seed can prove it
