@@ -1,0 +1,75 @@
+"""Issue 16: budgeted attempts run in solvers made from one Z3 default tactic per kernel
+(`Encoder.attempt_solver`). Such a solver must decide a query as a fresh `z3.Solver()` does on
+its first check (the same result within the same budget), however many solvers the tactic
+served before; and the attempts' solvers without HNF cuts never contradict it. Models are not
+compared: even two `z3.Solver()`s in one context give another model to ~5 % of these queries
+(a model depends on the context's history; counterexamples come from a canonical copy,
+solver/canonical_model.py)."""
+from __future__ import annotations
+
+import z3
+from conftest import EXAMPLES
+
+from ave_decl.datalog.clingo_engine import ClingoEngine
+from ave_decl.datalog.ruleset import load_rules, rule_metadata
+from ave_decl.facts.kernel_facts import merge
+from ave_decl.facts.lower import lower_module
+from ave_decl.facts.view import KernelView
+from ave_decl.lang.parser import parse_source
+from ave_decl.lang.source import SourceFile
+from ave_decl.pipeline import split_by_kernel
+from ave_decl.solver import smt
+from ave_decl.solver.solve import KernelSolver
+
+TIMEOUT_MS, RLIMIT = 10_000, 300_000
+
+
+def _queries(name: str, monkeypatch) -> tuple[smt.Encoder, list[list[z3.BoolRef]]]:
+    """The prepared formulas of every budgeted attempt of a check of the example, and its encoder."""
+    src = SourceFile.read(EXAMPLES / name)
+    (kf,) = lower_module(parse_source(src), src)
+    prog = load_rules()
+    derived = split_by_kernel(ClingoEngine(prog).run(merge([kf])))
+    seen: list[list[z3.BoolRef]] = []
+    real = smt.Encoder.quick_check
+
+    def recording(self, prepared, *args, **kw):
+        seen.append(list(prepared))
+        return real(self, prepared, *args, **kw)
+
+    monkeypatch.setattr(smt.Encoder, "quick_check", recording)
+    solver = KernelSolver(KernelView.of(kf), derived.get(kf.kid, {}), rule_metadata(prog), 10.0,
+                          violation_sets=False)
+    solver.findings()
+    return solver.enc, seen
+
+
+def _decide(s: z3.Solver, prepared: list[z3.BoolRef]) -> str:
+    s.add(*prepared)
+    return str(s.check())
+
+
+def test_a_tactic_solver_decides_as_a_fresh_solver_does(monkeypatch):
+    enc, queries = _queries("gemm_lds_mfma_transposed.ave", monkeypatch)  # proofs and a violation
+    assert len(queries) >= 10
+    outcomes = set()
+    for prepared in queries:
+        for seed in (0, 1):
+            fresh = enc.solver(TIMEOUT_MS, RLIMIT)
+            fresh.set("random_seed", seed)
+            expected = _decide(fresh, prepared)
+            assert _decide(enc.attempt_solver(TIMEOUT_MS, RLIMIT, seed), prepared) == expected
+            outcomes.add(expected)
+    assert outcomes >= {"sat", "unsat"}  # both kinds of answer compared
+
+
+def test_attempts_without_hnf_cuts_never_contradict_the_defaults(monkeypatch):
+    enc, queries = _queries("gemm_lds_mfma.ave", monkeypatch)
+    decided = 0
+    for prepared in queries:
+        with_cuts = _decide(enc.attempt_solver(TIMEOUT_MS, RLIMIT, 0), prepared)
+        without = _decide(enc.attempt_solver(TIMEOUT_MS, RLIMIT, 0, hnf_cuts=False), prepared)
+        if "unknown" not in (with_cuts, without):
+            assert with_cuts == without
+            decided += 1
+    assert decided >= 10
