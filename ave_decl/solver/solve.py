@@ -449,7 +449,9 @@ class KernelSolver:
         variable names change it), remembered for the next query with this key as the values of
         the free constants of its `formulas` (before normalisation: a hit then needs none); the
         solver's own model if the canonical copy is not settled within the timeout (never
-        remembered: it depends on the solver's history)."""
+        remembered: it depends on the solver's history; a budgeted attempt's is a tactic
+        solver without HNF cuts, Encoder.attempt_solver, whose bounded re-solves each run the
+        whole tactic)."""
         sizes = list(self.enc.sizes.values())
         model = canonical_model(prepared, free_constants(prepared), sizes, self.timeout_ms, self._smallest,
                                 self.enc.ctx)
