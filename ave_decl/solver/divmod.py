@@ -20,10 +20,12 @@ loop counter is in its range by definition), which keeps the rewrite an equivale
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import z3
 
 from .raw_terms import (_app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _get_sort, _num_args, _sort_kind, _wrap,
-                        int_binary, int_sum)
+                        application, int_binary, int_numeral_value, int_sum)
 
 Interval = tuple[int, int]
 Linear = tuple[dict[int, tuple[z3.ArithRef, int]], int]  # atom id -> (atom, coefficient), constant
@@ -122,7 +124,7 @@ class DivModSimplifier:
             if divisor is not None:
                 made = self._divmod(kind == z3.Z3_OP_IDIV, _wrap(args[0], self.ctx), divisor)
             elif any(x.value != y.value for x, y in zip(args, kids)):
-                made = _wrap(z3.Z3_mk_app(c, decl, n, (z3.Ast * n)(*args)), self.ctx)
+                made = application(decl, args, a, self.ctx)
         used = self._frames.pop()
         self._memo[key] = (keep, made, used)
         self._note(used)
@@ -165,7 +167,7 @@ class DivModSimplifier:
             j = iv[0] // c
             return self._int(j) if is_div else self._build(rest, const - j * c)
         # an aligned part and a small remainder: (g*S + B) with 0 <= B < g, g | c
-        for g in sorted((d for d in range(2, c) if c % d == 0), reverse=True):
+        for g in _proper_divisors(c):
             aligned = {k: (atom, a // g) for k, (atom, a) in rest.items() if a % g == 0}
             small = {k: v for k, v in rest.items() if k not in aligned}
             if not aligned:
@@ -222,10 +224,7 @@ class DivModSimplifier:
     # ---------------------------------------------- raw getters (z3py's cost 3-5 us each)
     def _numeral(self, a: z3.Ast) -> int | None:
         """The value of an Int numeral (z3.is_int_value / as_long), else None."""
-        c = self._cref
-        if _ast_kind(c, a) != z3.Z3_NUMERAL_AST or _sort_kind(c, _get_sort(c, a)) != z3.Z3_INT_SORT:
-            return None
-        return int(z3.Z3_get_numeral_string(c, a))
+        return int_numeral_value(self._cref, a)
 
     def _binary(self, a: z3.Ast) -> bool:
         """An application of two arguments (z3.is_app and num_args() == 2)."""
@@ -292,3 +291,9 @@ class DivModSimplifier:
         self._intervals[key] = (t, r, used)
         self._note(used)
         return r
+
+
+@lru_cache(maxsize=256)
+def _proper_divisors(c: int) -> tuple[int, ...]:
+    """The divisors of c between 2 and c - 1, largest first (asked for each `//` and `%` by c)."""
+    return tuple(sorted((d for d in range(2, c) if c % d == 0), reverse=True))

@@ -38,6 +38,8 @@ _mk_symbol = _unchecked(z3.Z3_mk_string_symbol)  # takes bytes
 _mk_and = _unchecked(z3.Z3_mk_and)
 _mk_or = _unchecked(z3.Z3_mk_or)
 _mk_not = _unchecked(z3.Z3_mk_not)
+_mk_app = _unchecked(z3.Z3_mk_app)
+_numeral_string = _unchecked(z3.Z3_get_numeral_string)  # bytes from the raw call, str from z3py's
 
 
 def made(cls: type, a: z3.Ast, ctx: z3.Context):
@@ -62,6 +64,30 @@ def int_const(name: str, ctx: z3.Context) -> z3.ArithRef:
 def _wrap(a: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
     """The Python reference of a raw term (it takes a Z3 reference count), typed by its sort."""
     return z3.z3._to_expr_ref(a, ctx)
+
+
+def int_numeral_value(c, a: z3.Ast) -> int | None:
+    """The value of an Int numeral (z3py's is_int_value / as_long), else None; `c` the context's
+    reference."""
+    if _ast_kind(c, a) != z3.Z3_NUMERAL_AST or _sort_kind(c, _get_sort(c, a)) != z3.Z3_INT_SORT:
+        return None
+    return int(_numeral_string(c, a))
+
+
+def application(decl: z3.FuncDecl, args: list[z3.Ast], like: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
+    """`decl(*args)` (raw terms) as the reference z3py's `_to_expr_ref` gives, typed by the sort
+    of `like` (a term of the same declaration): Int and Bool applications without its probes."""
+    c = ctx.ref()
+    n = len(args)
+    a = _mk_app(c, decl, n, (z3.Ast * n)(*args))
+    kind = _sort_kind(c, _get_sort(c, like))
+    if kind == z3.Z3_INT_SORT:
+        return made(z3.ArithRef, a, ctx)
+    if kind == z3.Z3_BOOL_SORT:
+        return made(z3.BoolRef, a, ctx)
+    if not a:
+        raise z3.Z3Exception(z3.Z3_get_error_msg(c, z3.Z3_get_error_code(c)))
+    return _wrap(a, ctx)
 
 
 def is_int_term(x: z3.ExprRef) -> bool:
