@@ -1,7 +1,9 @@
 """Issue 16: budgeted attempts run in solvers made from one Z3 default tactic per kernel
 (`Encoder.attempt_solver`). Such a solver must decide a query as a fresh `z3.Solver()` does on
 its first check (the same result within the same budget), however many solvers the tactic
-served before; and the attempts' solvers without HNF cuts never contradict it. Models are not
+served before (here: the check's own attempts, all without HNF cuts, whose setting the tactic
+keeps unless each solver gives its own); and the attempts' solvers without HNF cuts never
+contradict it. Models are not
 compared: even two `z3.Solver()`s in one context give another model to ~5 % of these queries
 (a model depends on the context's history; counterexamples come from a canonical copy,
 solver/canonical_model.py)."""

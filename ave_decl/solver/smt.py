@@ -128,9 +128,10 @@ class Encoder:
         check is that same tactic, but built anew for each solver (the QF_LIA branch's tactic
         tree, its parameters set node by node) and torn down with it: 0.8 of the 1.5 ms a
         trivial check cost, and queries are checked thousands of times per kernel
-        (docs/performance.md, Session 24). Not for push/pop or assertions added after a check:
-        such a solver runs the whole tactic again on every check, where `solver`'s switches to
-        Z3's incremental core. `hnf_cuts=False`: without the integer solver's Hermite-normal-form
+        (docs/performance.md, Session 24). Not for push/pop or assertions added after a check
+        (only `KernelSolver._smallest`'s rare fallback does so): such a solver runs the whole
+        tactic again on every check, where `solver`'s switches to Z3's incremental core. Its
+        settings are all given to each solver (see the body). `hnf_cuts=False`: without the integer solver's Hermite-normal-form
         cuts (see `quick_check`)."""
         if self._default_tactic is None:
             self._default_tactic = z3.Tactic("default", self.ctx)
@@ -138,10 +139,10 @@ class Encoder:
         s.set("timeout", timeout_ms)
         if rlimit > 0:
             s.set("rlimit", rlimit)
-        if seed is not None:
-            s.set("random_seed", seed)
-        if not hnf_cuts:
-            s.set("arith.enable_hnf", False)
+        # set every time: the shared tactic keeps the arithmetic settings a solver gave it, so
+        # an attempt without HNF cuts would otherwise leave them off for the next solver
+        s.set("random_seed", 0 if seed is None else seed)
+        s.set("arith.enable_hnf", hnf_cuts)
         return s
 
     def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef], rlimit: int = 0,
