@@ -32,7 +32,7 @@ from .report.model import ErrorReport, KernelReport, Location, Report, Verdict
 from .report.relations import RelationDump, RelationTuple
 from .report.suppress import annotate, in_source_suppression
 from .solver import fast_z3, proof_memo
-from .solver.allocator import COLLECTOR_THRESHOLDS, few_collections, keep_freed_memory  # noqa: F401 (audit's, which may not import solver)
+from .solver.allocator import few_collections, keep_freed_memory
 from .solver.derived_facts import add_semantic_facts
 from .solver.solve import KernelSolver
 

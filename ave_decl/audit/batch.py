@@ -27,8 +27,8 @@ from typing import Callable, Protocol, Union
 from ..lang.errors import AveError, ExitCode, UsageError
 from ..lang.source import MAX_SOURCE_BYTES, SourceFile
 from ..lang.source import read_regular as read_source_bytes
-from ..pipeline import (COLLECTOR_THRESHOLDS, Options, error_report, internal_error, learn_proofs, learned_proofs,
-                        read_sources, run, start_learning, warm_up)
+from ..pipeline import (Options, error_report, internal_error, learn_proofs, learned_proofs, read_sources, run,
+                        start_learning, warm_up)
 from ..report.model import ErrorReport, KernelReport, Report
 from .cache import Cache, key
 from .discover import discover, unreadable
@@ -127,9 +127,6 @@ def check_files(items: list[Item], opts: Options) -> dict[str, FileResult]:
 
 def _worker(items: list[Item], opts: Options, conn) -> None:
     try:
-        # each check raises them (solver/allocator.py); the worker, which exits after its
-        # chunk, keeps them for its reading and parsing too
-        gc.set_threshold(*COLLECTOR_THRESHOLDS)
         start_learning()
         results = check_files(items, opts)
         conn.send(("ok", (results, learned_proofs())))

@@ -29,7 +29,8 @@ import z3
 
 from ..lang.errors import UsageError
 from ..lang.files import write_atomic
-from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _get_sort, _num_args, _sort_kind, _unchecked
+from .raw_terms import (_app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _get_sort, _num_args, _numeral_string,
+                        _sort_kind, _unchecked)
 
 CAPACITY = 200_000  # remembered proofs per process (16-byte keys): a few MB
 VIOLATION_CAPACITY = 4096  # remembered canonical models of violated queries per process (in memory only)
@@ -420,7 +421,7 @@ class FormulaDigester:
         elif kind == z3.Z3_NUMERAL_AST:
             sort = _sort_name(c, _get_sort(c, a))
             if sort is not None:
-                text = b"#%s:" % sort + z3.Z3_get_numeral_string(c, a).encode()
+                text = b"#%s:" % sort + _numeral_string(c, a)  # bytes, as z3py's str encoded
                 out = (hashlib.blake2b(text, digest_size=16).digest(), ())
         # quantifiers and bound variables: not digested
         memo[key] = out

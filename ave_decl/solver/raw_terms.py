@@ -48,11 +48,16 @@ def made(cls: type, a: z3.Ast, ctx: z3.Context):
     called millions of times per audit (flash attention's check: 6 % fewer instructions). A null
     `a`, Z3's answer when it refuses to build a term, raises as z3py's check would."""
     if not a:
-        raise z3.Z3Exception(z3.Z3_get_error_msg(ctx.ref(), z3.Z3_get_error_code(ctx.ref())))
+        _refused(ctx)
     ref = cls.__new__(cls)
     ref.ast, ref.ctx = a, ctx
     _inc_ref(ctx.ref(), a)
     return ref
+
+
+def _refused(ctx: z3.Context) -> None:
+    """Raise Z3's error for the term it just refused to build (it returned null)."""
+    raise z3.Z3Exception(z3.Z3_get_error_msg(ctx.ref(), z3.Z3_get_error_code(ctx.ref())))
 
 
 def int_const(name: str, ctx: z3.Context) -> z3.ArithRef:
@@ -74,19 +79,20 @@ def int_numeral_value(c, a: z3.Ast) -> int | None:
     return int(_numeral_string(c, a))
 
 
+_TYPED = {z3.Z3_INT_SORT: z3.ArithRef, z3.Z3_BOOL_SORT: z3.BoolRef}  # of an application (never a numeral)
+
+
 def application(decl: z3.FuncDecl, args: list[z3.Ast], like: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
     """`decl(*args)` (raw terms) as the reference z3py's `_to_expr_ref` gives, typed by the sort
     of `like` (a term of the same declaration): Int and Bool applications without its probes."""
     c = ctx.ref()
     n = len(args)
     a = _mk_app(c, decl, n, (z3.Ast * n)(*args))
-    kind = _sort_kind(c, _get_sort(c, like))
-    if kind == z3.Z3_INT_SORT:
-        return made(z3.ArithRef, a, ctx)
-    if kind == z3.Z3_BOOL_SORT:
-        return made(z3.BoolRef, a, ctx)
+    cls = _TYPED.get(_sort_kind(c, _get_sort(c, like)))
+    if cls is not None:
+        return made(cls, a, ctx)
     if not a:
-        raise z3.Z3Exception(z3.Z3_get_error_msg(c, z3.Z3_get_error_code(c)))
+        _refused(ctx)
     return _wrap(a, ctx)
 
 

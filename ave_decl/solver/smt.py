@@ -115,11 +115,7 @@ class Encoder:
     def solver(self, timeout_ms: int, rlimit: int = 0) -> z3.Solver:
         """A solver with a wall-clock timeout and, when `rlimit` > 0, a deterministic work budget
         per check (Z3 resource units, budgets.py)."""
-        s = z3.Solver(ctx=self.ctx)
-        s.set("timeout", timeout_ms)
-        if rlimit > 0:
-            s.set("rlimit", rlimit)
-        return s
+        return _budgeted(z3.Solver(ctx=self.ctx), timeout_ms, rlimit)
 
     def attempt_solver(self, timeout_ms: int, rlimit: int, seed: int | None = None,
                        hnf_cuts: bool = True) -> z3.Solver:
@@ -135,10 +131,7 @@ class Encoder:
         cuts (see `quick_check`)."""
         if self._default_tactic is None:
             self._default_tactic = z3.Tactic("default", self.ctx)
-        s = self._default_tactic.solver()
-        s.set("timeout", timeout_ms)
-        if rlimit > 0:
-            s.set("rlimit", rlimit)
+        s = _budgeted(self._default_tactic.solver(), timeout_ms, rlimit)
         # set every time: the shared tactic keeps the arithmetic settings a solver gave it, so
         # an attempt without HNF cuts would otherwise leave them off for the next solver
         s.set("random_seed", 0 if seed is None else seed)
@@ -488,3 +481,10 @@ def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
         return cmp[op](xs[0], xs[1])
     raise ValueError(f"no Z3 encoding for operator {op}")
 
+
+def _budgeted(s: z3.Solver, timeout_ms: int, rlimit: int) -> z3.Solver:
+    """`s` with a wall-clock timeout and, when `rlimit` > 0, a deterministic work budget per check."""
+    s.set("timeout", timeout_ms)
+    if rlimit > 0:
+        s.set("rlimit", rlimit)
+    return s
