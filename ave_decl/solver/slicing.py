@@ -36,9 +36,13 @@ class Slicer:
     def __init__(self, ctx: z3.Context):
         self._cref = ctx.ref()
         self._memo: dict[int, frozenset[int]] = {}
-        # id(part) -> (the part, its formulas, their variables, {(seeds, blocked): slice})
-        self._parts: dict[int, tuple[list, list, frozenset[int], dict]] = {}
+        # id(part) -> (the part, its formulas, their variables, {(seeds, blocked): slice},
+        # {(id(seeds), id(blocked)) of interned sets: slice})
+        self._parts: dict[int, tuple[list, list, frozenset[int], dict, dict]] = {}
         self._interned: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # one list per distinct slice (Z3 hash-conses)
+        self._sets: dict[frozenset[int], frozenset[int]] = {}  # seeds and blocked sets, one object per content
+        # (id(site), id(lhs instance), id(rhs instance)) -> (the instances, their variables)
+        self._uses: dict[tuple[int, int, int], tuple[tuple, frozenset[int]]] = {}
 
     def variables(self, term: z3.ExprRef) -> frozenset[int]:
         c, memo = self._cref, self._memo
@@ -70,22 +74,45 @@ class Slicer:
     def variables_of(self, terms: Iterable[z3.ExprRef]) -> frozenset[int]:
         return _NONE.union(*[self.variables(t) for t in terms])
 
-    def part_slice(self, part: list, seeds: frozenset[int], blocked: frozenset[int]) -> list[z3.BoolRef]:
+    def interned(self, variables: frozenset[int]) -> frozenset[int]:
+        """One object per set content: `part_slice` recognises seeds and blocked sets it met
+        before by identity (an obligation's queries repeat a few of them hundreds of times)."""
+        return self._sets.setdefault(variables, variables)
+
+    def instance_variables(self, *instances) -> frozenset[int]:
+        """The variables the instances' environments bind, memoised per tuple of instances (an
+        obligation's queries share theirs; slicing runs after its queries are built, so no
+        environment changes meanwhile, and a stale set would only cost proofs)."""
+        key = tuple(id(inst) for inst in instances)
+        hit = self._uses.get(key)
+        if hit is None or any(a is not b for a, b in zip(hit[0], instances)):
+            found = self.variables_of(v for inst in instances for v in inst.env.values() if isinstance(v, z3.ExprRef))
+            hit = self._uses[key] = (instances, found)
+        return hit[1]
+
+    def part_slice(self, part: list, seeds: frozenset[int], blocked: frozenset[int]) -> tuple[list[z3.BoolRef], int]:
         """`connected` of one part of queries' constraints (deferred kills left out), made once
         per part and per seeds and blocked variables that occur in it: the same list object
         each time, and one list for equal slices of different parts (their terms' ids), so
-        equal slices are recognised by identity before any digest."""
+        equal slices are recognised by identity before any digest; and how many formulas the
+        part has without its deferred kills. `seeds` and `blocked` from `interned` are
+        recognised by identity."""
         known = self._parts.get(id(part))
         if known is None or known[0] is not part:
             formulas = [c for c in part if not isinstance(c, Deferred)]
-            known = self._parts[id(part)] = (part, formulas, self.variables_of(formulas), {})
-        _part, formulas, present, slices = known
+            known = self._parts[id(part)] = (part, formulas, self.variables_of(formulas), {}, {})
+        _part, formulas, present, slices, by_identity = known
+        seen = by_identity.get((id(seeds), id(blocked)))
+        if seen is not None and seen[0] is seeds and seen[1] is blocked:
+            return seen[2], len(formulas)
         key = (seeds & present, blocked & present)
         hit = slices.get(key)
         if hit is None:
             made = self.connected(formulas, *key)
-            hit = slices[key] = self._interned.setdefault(tuple(c.get_id() for c in made), made)
-        return hit
+            c = self._cref
+            hit = slices[key] = self._interned.setdefault(tuple(_ast_id(c, f.as_ast()) for f in made), made)
+        by_identity[(id(seeds), id(blocked))] = (seeds, blocked, hit)
+        return hit, len(formulas)
 
     def connected(self, constraints: list[z3.BoolRef], seeds: frozenset[int],
                   blocked: frozenset[int]) -> list[z3.BoolRef]:
@@ -116,10 +143,17 @@ class Slicer:
 
 
 class Slice(NamedTuple):
-    formulas: list[z3.BoolRef]  # the kept constraints and the negated property
+    pieces: tuple[list[z3.BoolRef], ...]  # the kept constraints, part by part
+    violated: z3.BoolRef  # the negated property
     identity: tuple[int, ...]  # equal for slices made of the same parts' slices and property
     kept: int
     whole: int
+
+    @property
+    def formulas(self) -> list[z3.BoolRef]:
+        """The kept constraints and the negated property: made when asked (for one query of
+        each identity), not per query (production attention: 1.1 million list items)."""
+        return [*(c for p in self.pieces for c in p), self.violated]
 
 
 def query_slice(slicer: Slicer, q: Query) -> Slice | None:
@@ -131,17 +165,17 @@ def query_slice(slicer: Slicer, q: Query) -> Slice | None:
     if not prop_vars:
         return None
     tags = [*(q.lhs.tag or ()), *(q.rhs.tag or ())]
-    uses = slicer.variables_of(
-        v for inst in (q.site, q.lhs_inst, q.rhs_inst) for v in inst.env.values() if isinstance(v, z3.ExprRef))
-    blocked = slicer.variables_of(tags) - prop_vars - uses
-    seeds = prop_vars | uses
-    pieces = [slicer.part_slice(part, seeds, blocked) for part in (q.parts or (q.constraints,))]
+    uses = slicer.instance_variables(q.site, q.lhs_inst, q.rhs_inst)
+    blocked = slicer.interned(slicer.variables_of(tags) - prop_vars - uses)
+    seeds = slicer.interned(prop_vars | uses)
+    made = [slicer.part_slice(part, seeds, blocked) for part in (q.parts or (q.constraints,))]
+    pieces = tuple(piece for piece, _size in made)
     kept = sum(len(p) for p in pieces)
-    whole = sum(1 for c in q.constraints if not isinstance(c, Deferred))
+    whole = sum(size for _piece, size in made)  # the constraints without the deferred ones
     if kept == whole:
         return None
     identity = (*(id(p) for p in pieces), q.violated.get_id())
-    return Slice([*(c for p in pieces for c in p), q.violated], identity, kept, whole)
+    return Slice(pieces, q.violated, identity, kept, whole)
 
 
 def worth_slicing(queries: int, distinct: int, kept: int, whole: int) -> bool:

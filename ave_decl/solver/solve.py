@@ -307,12 +307,12 @@ class KernelSolver:
             return set()
         slicer = Slicer(self.enc.ctx)
         made = [(q, sliced) for q in posed if (sliced := query_slice(slicer, q)) is not None]
-        distinct = {sliced.identity: sliced.formulas for _q, sliced in made}  # equal parts' slices, equal identity
+        distinct = {sliced.identity: sliced for _q, sliced in made}  # equal parts' slices, equal identity
         if not worth_slicing(len(posed), len(distinct), sum(s.kept for _q, s in made), sum(s.whole for _q, s in made)):
             return set()  # decided before any digest: most obligations end here
-        keys = {identity: self.enc.content_key([*self.base, *formulas, *self.enc.side])
-                for identity, formulas in distinct.items()}
-        by_key = {key: distinct[identity] for identity, key in keys.items() if key is not None}
+        formulas = {identity: sliced.formulas for identity, sliced in distinct.items()}
+        keys = {identity: self.enc.content_key([*self.base, *fs, *self.enc.side]) for identity, fs in formulas.items()}
+        by_key = {key: formulas[identity] for identity, key in keys.items() if key is not None}
         proved_keys = self._proved_slices(by_key)
         return {id(q) for q, sliced in made if keys[sliced.identity] in proved_keys}
 

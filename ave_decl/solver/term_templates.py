@@ -22,11 +22,13 @@ from collections.abc import Callable
 
 import z3
 
-from .raw_terms import _get_sort, _sort_kind, _wrap
+from .raw_terms import _TYPED, _get_sort, _sort_kind, _unchecked, _wrap
+from .raw_terms import made as _reference
 
 Build = Callable[[int, dict[str, z3.ExprRef]], z3.ExprRef]  # the node-by-node builder
 _VALUE_DEPENDENT = frozenset({"xor", "and", "or"})  # encoded by the operands' intervals
 _LEAVES = frozenset({"sym", "const"})
+_substitute = _unchecked(z3.Z3_substitute)  # _reference() raises Z3's error on a null result
 
 
 class TermTemplates:
@@ -37,8 +39,9 @@ class TermTemplates:
         self.ctx = ctx
         self._symbols: dict[int, tuple[str, ...] | None] = {}  # None: not templatable
         self._used_once: set[int] = set()
-        # eid -> (template term, placeholder array, placeholders kept alive, symbol names)
-        self._made: dict[int, tuple[z3.ExprRef, object, list[z3.ArithRef], tuple[str, ...]]] = {}
+        # eid -> (template term, placeholder array, placeholders kept alive, symbol names, the
+        # class of its instances)
+        self._made: dict[int, tuple[z3.ExprRef, object, list[z3.ArithRef], tuple[str, ...], type | None]] = {}
         self._placeholders: dict[str, z3.ArithRef] = {}
 
     def instantiate(self, eid: int, env: dict[str, z3.ExprRef], build: Build) -> z3.ExprRef | None:
@@ -57,7 +60,7 @@ class TermTemplates:
             if self.symbols(eid) is None:
                 return None
             made = self._make(eid, build)
-        template, placeholders, _alive, names = made
+        template, placeholders, _alive, names, cls = made
         if not names:
             return template
         c = self.ctx.ref()
@@ -71,7 +74,8 @@ class TermTemplates:
                 return None
             values.append(a)
         n = len(names)
-        return _wrap(z3.Z3_substitute(c, template.as_ast(), n, placeholders, (z3.Ast * n)(*values)), self.ctx)
+        a = _substitute(c, template.as_ast(), n, placeholders, (z3.Ast * n)(*values))
+        return _reference(cls, a, self.ctx) if cls is not None else _wrap(a, self.ctx)
 
     def symbols(self, eid: int) -> tuple[str, ...] | None:
         """The instance symbols (not sizes) of an expression, in first-occurrence order; None if it
@@ -97,11 +101,16 @@ class TermTemplates:
         self._symbols[eid] = found
         return found
 
-    def _make(self, eid: int, build: Build) -> tuple[z3.ExprRef, object, list[z3.ArithRef], tuple[str, ...]]:
+    def _make(self, eid: int, build: Build) -> tuple[z3.ExprRef, object, list[z3.ArithRef], tuple[str, ...],
+                                                     type | None]:
         names = self._symbols[eid] or ()
         alive = [self._placeholder(name) for name in names]
         template = build(eid, dict(zip(names, alive)))
-        made = (template, (z3.Ast * len(alive))(*(p.as_ast() for p in alive)), alive, names)
+        c = self.ctx.ref()
+        # the class z3py's wrapper probes each instance for: the template's sort (Int or Bool;
+        # None: probe), never a numeral's (substitution does not simplify an application)
+        cls = _TYPED.get(_sort_kind(c, _get_sort(c, template.as_ast())))
+        made = (template, (z3.Ast * len(alive))(*(p.as_ast() for p in alive)), alive, names, cls)
         self._made[eid] = made
         return made
 
