@@ -58,6 +58,31 @@ def test_a_key_carries_ranges_numerals_and_sorts():
     assert _key(b) != _key(i)
 
 
+def test_a_key_fed_chunk_by_chunk_is_the_key_of_the_chunks_joined():
+    """Slices of one obligation share their first chunks (solve._proved_sliced): the digest's
+    state after a shared prefix is reused, and each key must still be the one `key` gives for
+    the whole list (variables first met in a later chunk take later positions)."""
+    ctx = z3.Context()
+    x, y, z, w = (z3.Int(n, ctx) for n in "xyzw")
+    ranges = {x.get_id(): (0, 63), z.get_id(): (0, 3)}
+    base = [x >= 0, x < 64]
+    left = [y == x % 16, z + y > 2]
+    other_left = [y == x % 16 + 1, w > x]
+    tails = [[z != y], [w - x > 0, y < 8], [x == y]]
+    digester = FormulaDigester(ctx, ranges)
+    prefixes: dict = {}
+    keys = []
+    for middle in (left, other_left):
+        for tail in tails:
+            chunks = [base, middle, tail]
+            keys.append(digester.chunked_key(chunks, prefixes))
+            assert keys[-1] == FormulaDigester(ctx, ranges).key([f for c in chunks for f in c])
+    assert len(set(keys)) == len(keys)
+    assert (id(base), id(left)) in prefixes  # the shared prefix was kept, so it was reused
+    f = z3.Function("f", z3.IntSort(ctx), z3.IntSort(ctx))
+    assert digester.chunked_key([base, [f(x) == 1], tails[0]], prefixes) is None  # not digested
+
+
 def test_uninterpreted_reads_and_parameterised_operators_are_not_digested():
     def uf(ctx):
         x = z3.Int("x", ctx)

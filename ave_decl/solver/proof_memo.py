@@ -365,6 +365,43 @@ class FormulaDigester:
 
     def key(self, formulas: list[z3.BoolRef]) -> bytes | None:
         """The digest of a query (None when it cannot be digested: see the module docstring)."""
+        entries = self._entries(formulas)
+        if entries is None:
+            return None
+        h = _keyed_hash()
+        _combine(h, entries)
+        return h.digest()
+
+    def chunked_key(self, chunks: list[list[z3.BoolRef]], prefixes: dict) -> bytes | None:
+        """`key` of the chunks joined (the same digest), keeping in `prefixes` the digest's state
+        after each proper prefix of the chunks, by their ids: the slices of one obligation
+        start with the same chunks (the base, the use's constraints, one side's), which are
+        then fed once. Every chunk but the last must stay alive and unchanged while the caller
+        keeps `prefixes` (an id is only a list's while it lives)."""
+        state = prefixes.get(())
+        if state is None:
+            state = prefixes[()] = (_keyed_hash(), {})
+        ids: tuple[int, ...] = ()
+        for chunk in chunks[:-1]:
+            ids += (id(chunk),)
+            known = prefixes.get(ids, _UNSEEN)
+            state = self._extended(state, chunk) if known is _UNSEEN else known
+            prefixes[ids] = state
+            if state is None:
+                return None
+        state = self._extended(state, chunks[-1])
+        return None if state is None else state[0].digest()
+
+    def _extended(self, state: tuple, chunk: list[z3.BoolRef]) -> tuple | None:
+        """The digest's state (hash, variables' positions) with the chunk's formulas fed."""
+        entries = self._entries(chunk)
+        if entries is None:
+            return None
+        h, index = state[0].copy(), dict(state[1])
+        _combine(h, entries, index)
+        return h, index
+
+    def _entries(self, formulas: list[z3.BoolRef]) -> list[tuple[bytes, tuple[int, ...]]] | None:
         c, memo = self._cref, self._memo
         entries = []
         for f in formulas:
@@ -377,10 +414,7 @@ class FormulaDigester:
             if e is None:
                 return None
             entries.append(e)
-        h = hashlib.blake2b(digest_size=16, person=b"ave-proof-v1")
-        h.update(z3.get_full_version().encode())
-        _combine(h, entries)
-        return h.digest()
+        return entries
 
     def _digest(self, a: z3.Ast, key: int) -> tuple[bytes, tuple[int, ...]] | None:
         """The entry of term `a` (AST id `key`, not memoised yet). Hot (a tenth of an audit):
@@ -431,11 +465,19 @@ class FormulaDigester:
 _UNSEEN = object()
 
 
-def _combine(h, entries: list[tuple[bytes, tuple[int, ...]]]) -> tuple[int, ...]:
+def _keyed_hash():
+    """A query digest's hash before its formulas: Z3's version is part of what was proved."""
+    h = hashlib.blake2b(digest_size=16, person=b"ave-proof-v1")
+    h.update(z3.get_full_version().encode())
+    return h
+
+
+def _combine(h, entries: list[tuple[bytes, tuple[int, ...]]], index: dict[int, int] | None = None) -> tuple[int, ...]:
     """Feed the entries' shapes and the positions of their variables in the combined
     first-occurrence list into `h` (one update: the same digest as one update per piece);
-    return that list."""
-    index: dict[int, int] = {}
+    return that list. `index`: the positions of the variables fed before (extended here)."""
+    if index is None:
+        index = {}
     fed = bytearray()
     for shape, variables in entries:
         fed += shape

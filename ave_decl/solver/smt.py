@@ -98,6 +98,13 @@ class Encoder:
             self._digester = FormulaDigester(self.ctx, self.ranges)
         return self._digester.key(formulas)
 
+    def content_key_of_chunks(self, chunks: list[list[z3.BoolRef]], prefixes: dict) -> bytes | None:
+        """`content_key` of the chunks joined, sharing the work on their common first chunks
+        through `prefixes` (FormulaDigester.chunked_key: all chunks but the last kept alive)."""
+        if self._digester is None:
+            self._digester = FormulaDigester(self.ctx, self.ranges)
+        return self._digester.chunked_key(chunks, prefixes)
+
     def int_var(self, name: str) -> z3.ArithRef:
         """z3py's `Int(name)`, the same constant (raw_terms.int_const)."""
         return int_const(name, self.ctx)

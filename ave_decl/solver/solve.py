@@ -310,9 +310,12 @@ class KernelSolver:
         distinct = {sliced.identity: sliced for _q, sliced in made}  # equal parts' slices, equal identity
         if not worth_slicing(len(posed), len(distinct), sum(s.kept for _q, s in made), sum(s.whole for _q, s in made)):
             return set()  # decided before any digest: most obligations end here
-        formulas = {identity: sliced.formulas for identity, sliced in distinct.items()}
-        keys = {identity: self.enc.content_key([*self.base, *fs, *self.enc.side]) for identity, fs in formulas.items()}
-        by_key = {key: formulas[identity] for identity, key in keys.items() if key is not None}
+        # the keys of [*base, *slice, *side], fed piece by piece: slices share their first pieces
+        prefixes: dict = {}
+        keys = {identity: self.enc.content_key_of_chunks(
+                    [self.base, *sliced.pieces, [sliced.violated, *self.enc.side]], prefixes)
+                for identity, sliced in distinct.items()}
+        by_key = {key: distinct[identity].formulas for identity, key in keys.items() if key is not None}
         proved_keys = self._proved_slices(by_key)
         return {id(q) for q, sliced in made if keys[sliced.identity] in proved_keys}
 
