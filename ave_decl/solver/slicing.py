@@ -37,8 +37,8 @@ class Slicer:
         self._cref = ctx.ref()
         self._memo: dict[int, frozenset[int]] = {}
         # id(part) -> (the part, its formulas, their variables, {(seeds, blocked): slice},
-        # {(id(seeds), id(blocked)) of interned sets: slice})
-        self._parts: dict[int, tuple[list, list, frozenset[int], dict, dict]] = {}
+        # {(id(seeds), id(blocked)) of interned sets: slice}, each formula's variables)
+        self._parts: dict[int, tuple[list, list, frozenset[int], dict, dict, list]] = {}
         self._interned: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # one list per distinct slice (Z3 hash-conses)
         self._sets: dict[frozenset[int], frozenset[int]] = {}  # seeds and blocked sets, one object per content
         # (id(site), id(lhs instance), id(rhs instance)) -> (the instances, their variables)
@@ -100,24 +100,26 @@ class Slicer:
         known = self._parts.get(id(part))
         if known is None or known[0] is not part:
             formulas = [c for c in part if not isinstance(c, Deferred)]
-            known = self._parts[id(part)] = (part, formulas, self.variables_of(formulas), {}, {})
-        _part, formulas, present, slices, by_identity = known
+            each = [self.variables(c) for c in formulas]
+            known = self._parts[id(part)] = (part, formulas, _NONE.union(*each), {}, {}, each)
+        _part, formulas, present, slices, by_identity, each = known
         seen = by_identity.get((id(seeds), id(blocked)))
         if seen is not None and seen[0] is seeds and seen[1] is blocked:
             return seen[2], len(formulas)
         key = (seeds & present, blocked & present)
         hit = slices.get(key)
         if hit is None:
-            made = self.connected(formulas, *key)
+            made = self.connected(formulas, *key, each)
             c = self._cref
             hit = slices[key] = self._interned.setdefault(tuple(_ast_id(c, f.as_ast()) for f in made), made)
         by_identity[(id(seeds), id(blocked))] = (seeds, blocked, hit)
         return hit, len(formulas)
 
-    def connected(self, constraints: list[z3.BoolRef], seeds: frozenset[int],
-                  blocked: frozenset[int]) -> list[z3.BoolRef]:
+    def connected(self, constraints: list[z3.BoolRef], seeds: frozenset[int], blocked: frozenset[int],
+                  variables: list[frozenset[int]] | None = None) -> list[z3.BoolRef]:
         """The constraints without a blocked variable that are connected to `seeds` through
-        shared variables (union-find), in their order."""
+        shared variables (union-find), in their order; `variables`: each constraint's, when
+        the caller has them (a part's are looked up once, not per seeds and blocked sets)."""
         parent: dict[int, int] = {}
 
         def root(v: int) -> int:
@@ -127,8 +129,9 @@ class Slicer:
             return v
 
         candidates = []
-        for con in constraints:
-            vs = self.variables(con)
+        if variables is None:
+            variables = [self.variables(con) for con in constraints]
+        for con, vs in zip(constraints, variables):
             if not vs or vs & blocked:
                 continue
             candidates.append((con, vs))
