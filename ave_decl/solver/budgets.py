@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import z3
 
+from .raw_terms import _unchecked
+
 SMALL_MODEL_RLIMIT = 2_000_000  # per re-solve at smaller sizes (a preference, not a proof)
 DERIVED_FACT_RLIMIT = 2_000_000  # per `covers` / `may_be_empty` / stride query (not proved: "no")
 DERIVED_FACT_WALL_MS = 30_000  # safety net only: add_semantic_facts has no user timeout
@@ -25,15 +27,21 @@ ENUM_TOTAL_RLIMIT = 8_000_000  # per violation set: past it the count is "at lea
 ENUM_MAX_POINTS = 4096  # per violation set: past it the count is "at least N"
 
 
+_stats_size = _unchecked(z3.Z3_stats_size)
+_stats_key = _unchecked(z3.Z3_stats_get_key)  # bytes from the raw call, str from z3py's
+_stats_uint = _unchecked(z3.Z3_stats_get_uint_value)
+
+
 def rlimit_count(solver: z3.Solver) -> int:
     """Resource units this solver has spent so far (cumulative over its checks). One pass over
     the statistics (`keys()` then `get_key_value` made two, ~90 C calls each, per enumeration
-    step: a fifth of a violation set's time)."""
+    step: a fifth of a violation set's time), through the unchecked C getters (z3py's checked
+    ones and their string decoding were a tenth of an enumeration's profile)."""
     stats = solver.statistics()
     ctx, handle = stats.ctx.ref(), stats.stats
-    for i in range(z3.Z3_stats_size(ctx, handle)):
-        if z3.Z3_stats_get_key(ctx, handle, i) == "rlimit count":
-            return int(z3.Z3_stats_get_uint_value(ctx, handle, i))
+    for i in range(_stats_size(ctx, handle)):
+        if _stats_key(ctx, handle, i) == b"rlimit count":
+            return int(_stats_uint(ctx, handle, i))
     return 0
 
 
