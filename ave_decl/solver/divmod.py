@@ -71,9 +71,8 @@ class DivModSimplifier:
     def normalise(self, formulas: list[z3.BoolRef]) -> list[z3.BoolRef]:
         """The formulas rewritten, then the ranges those rewrites relied on (one query's worth).
         Most formulas of a query were rewritten for an earlier one (a kernel's queries share
-        their chains): those are answered from the memo here without a call per formula."""
-        frame: dict[int, z3.ArithRef] = {}
-        self._frames.append(frame)
+        their chains): those are answered from the memo here, without a walk."""
+        self._frames.append({})
         memo, c = self._memo, self._cref
         out = []
         for f in formulas:
@@ -81,9 +80,7 @@ class DivModSimplifier:
             if hit is None:
                 out.append(self._rewrite(f))
                 continue
-            for key, var in hit[2].items():
-                if key not in frame:
-                    frame[key] = var
+            self._note(hit[2])
             out.append(f if hit[1] is None else hit[1])
         return out + self._range_constraints(self._frames.pop())
 

@@ -82,18 +82,29 @@ def int_numeral_value(c, a: z3.Ast) -> int | None:
 _TYPED = {z3.Z3_INT_SORT: z3.ArithRef, z3.Z3_BOOL_SORT: z3.BoolRef}  # of an application (never a numeral)
 
 
+def application_class(c, like: z3.Ast) -> type | None:
+    """The reference class of an application with the sort of `like` (ArithRef for Int, BoolRef
+    for Bool); None: another sort, for z3py's probes to decide. `c` the context's reference."""
+    return _TYPED.get(_sort_kind(c, _get_sort(c, like)))
+
+
+def reference_of(cls: type | None, a: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
+    """The reference of a raw application `a` (null: Z3 refused to build it, raised here) of
+    class `cls` from `application_class`, or as z3py's `_to_expr_ref` types it when None."""
+    if cls is not None:
+        return made(cls, a, ctx)
+    if not a:
+        _refused(ctx)
+    return _wrap(a, ctx)
+
+
 def application(decl: z3.FuncDecl, args: list[z3.Ast], like: z3.Ast, ctx: z3.Context) -> z3.ExprRef:
     """`decl(*args)` (raw terms) as the reference z3py's `_to_expr_ref` gives, typed by the sort
     of `like` (a term of the same declaration): Int and Bool applications without its probes."""
     c = ctx.ref()
     n = len(args)
     a = _mk_app(c, decl, n, (z3.Ast * n)(*args))
-    cls = _TYPED.get(_sort_kind(c, _get_sort(c, like)))
-    if cls is not None:
-        return made(cls, a, ctx)
-    if not a:
-        _refused(ctx)
-    return _wrap(a, ctx)
+    return reference_of(application_class(c, like), a, ctx)
 
 
 def is_int_term(x: z3.ExprRef) -> bool:

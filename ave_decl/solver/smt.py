@@ -94,16 +94,17 @@ class Encoder:
         """The alpha-invariant digest of formulas with their variables' ranges, memo or not:
         equal keys are equisatisfiable queries (one obligation's slices share their proofs
         by it); None when they cannot be digested."""
-        if self._digester is None:
-            self._digester = FormulaDigester(self.ctx, self.ranges)
-        return self._digester.key(formulas)
+        return self._digests().key(formulas)
 
     def content_key_of_chunks(self, chunks: list[list[z3.BoolRef]], prefixes: dict) -> bytes | None:
         """`content_key` of the chunks joined, sharing the work on their common first chunks
         through `prefixes` (FormulaDigester.chunked_key: all chunks but the last kept alive)."""
+        return self._digests().chunked_key(chunks, prefixes)
+
+    def _digests(self) -> FormulaDigester:
         if self._digester is None:
             self._digester = FormulaDigester(self.ctx, self.ranges)
-        return self._digester.chunked_key(chunks, prefixes)
+        return self._digester
 
     def int_var(self, name: str) -> z3.ArithRef:
         """z3py's `Int(name)`, the same constant (raw_terms.int_const)."""

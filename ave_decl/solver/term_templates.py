@@ -22,13 +22,12 @@ from collections.abc import Callable
 
 import z3
 
-from .raw_terms import _TYPED, _get_sort, _sort_kind, _unchecked, _wrap
-from .raw_terms import made as _reference
+from .raw_terms import _get_sort, _sort_kind, _unchecked, application_class, reference_of
 
 Build = Callable[[int, dict[str, z3.ExprRef]], z3.ExprRef]  # the node-by-node builder
 _VALUE_DEPENDENT = frozenset({"xor", "and", "or"})  # encoded by the operands' intervals
 _LEAVES = frozenset({"sym", "const"})
-_substitute = _unchecked(z3.Z3_substitute)  # _reference() raises Z3's error on a null result
+_substitute = _unchecked(z3.Z3_substitute)  # reference_of() raises Z3's error on a null result
 
 
 class TermTemplates:
@@ -75,7 +74,7 @@ class TermTemplates:
             values.append(a)
         n = len(names)
         a = _substitute(c, template.as_ast(), n, placeholders, (z3.Ast * n)(*values))
-        return _reference(cls, a, self.ctx) if cls is not None else _wrap(a, self.ctx)
+        return reference_of(cls, a, self.ctx)
 
     def symbols(self, eid: int) -> tuple[str, ...] | None:
         """The instance symbols (not sizes) of an expression, in first-occurrence order; None if it
@@ -109,7 +108,7 @@ class TermTemplates:
         c = self.ctx.ref()
         # the class z3py's wrapper probes each instance for: the template's sort (Int or Bool;
         # None: probe), never a numeral's (substitution does not simplify an application)
-        cls = _TYPED.get(_sort_kind(c, _get_sort(c, template.as_ast())))
+        cls = application_class(c, template.as_ast())
         made = (template, (z3.Ast * len(alive))(*(p.as_ast() for p in alive)), alive, names, cls)
         self._made[eid] = made
         return made

@@ -47,8 +47,8 @@ def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int 
     """Every assignment of `variables` that extends to a model, within a deterministic budget.
     The solver searches without Hermite-normal-form cuts (as the budgeted proof attempts do,
     smt.Encoder.quick_check): a complete set is the same set whatever the search, and each
-    call finds its next point with less work (production attention's K-pairing sets ~0.7x,
-    the other examples' 0.8-0.97x; docs/performance.md, Session 26)."""
+    call finds its next point with less work (production attention's PV-layout K-pairing sets
+    0.57x, the other examples' 0.93-0.99x; docs/performance.md, Session 26)."""
     points: set[tuple[int, ...]] = set()
     solver.set("arith.enable_hnf", False)
     for v in variables:
