@@ -290,9 +290,8 @@ class AccessQueries:
     def reduce_uniform(self, site: int, reduced: int, arg: int) -> list[Query]:
         """Two lanes of one reduction group (two slots of a slot reduction) hold elements of the same row."""
         if reduced in self.expander.slot_axis:  # two slots reduced into one output slot
-            base = self.enc.new_instance(site, "s")
+            base = self.enc.new_instance(site, "s", slots=self.expander.slot_axis[reduced][1])
             out = base.env["slot"]
-            self.enc.set_range(out, 0, self.expander.slot_axis[reduced][1] - 1)
             first, in1 = self.expander.reduced_slot(base, reduced)
             second, in2 = self.expander.reduced_slot(base, reduced)
             cons = base.constraints + in1 + in2 + [out >= 0, out < self.expander.slot_axis[reduced][1]]

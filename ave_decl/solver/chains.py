@@ -200,9 +200,8 @@ class Expander:
     def other_slot(self, inst: Instance, slots: int) -> tuple[Instance, list[z3.BoolRef]]:
         """`inst` with a fresh register slot in [0, slots) (same thread and iterations)."""
         other = inst.copy(f"{inst.label}~")
-        slot = self.enc.int_var(f"{self.enc.fresh(inst.label)}.slot")
+        slot = self.enc.ranged_var(f"{self.enc.fresh(inst.label)}.slot", 0, slots - 1)
         other.env["slot"] = slot
-        self.enc.set_range(slot, 0, slots - 1)
         return other, [slot >= 0, slot < slots]
 
     def reduced_slot(self, inst: Instance, vid: int) -> tuple[Instance, list[z3.BoolRef]]:
@@ -599,15 +598,13 @@ class Expander:
         """An instance of the instruction's statement for one (lane, value slot) of an operand."""
         g, ctx = instr.group_size, self.enc.ctx
         group = int_binary("floordiv", self.enc.linear_thread(site), numeral(g, ctx))
-        inst = self.enc.new_instance(stmt, role, share_block=site, loops={
-            h: site.env[f"loop:{h}"] for h in self.view.enclosing_loops(stmt)}, with_guards=False)
-        lane, slot = self.enc.int_var(self.enc.fresh(f"{role}.lane")), inst.env["slot"]
-        self.enc.set_linear_thread(inst, int_binary("add", int_binary("mul", group, numeral(g, ctx)), lane))
         spec = getattr(instr, role)
+        inst = self.enc.new_instance(stmt, role, share_block=site, loops={
+            h: site.env[f"loop:{h}"] for h in self.view.enclosing_loops(stmt)}, with_guards=False, slots=spec.values)
+        lane, slot = self.enc.ranged_var(self.enc.fresh(f"{role}.lane"), 0, g - 1), inst.env["slot"]
+        self.enc.set_linear_thread(inst, int_binary("add", int_binary("mul", group, numeral(g, ctx)), lane))
         inst.constraints = [int_binary("ge", lane, numeral(0, ctx)), int_binary("lt", lane, numeral(g, ctx)),
                             int_binary("ge", slot, numeral(0, ctx)), int_binary("lt", slot, numeral(spec.values, ctx))]
-        self.enc.set_range(lane, 0, g - 1)
-        self.enc.set_range(slot, 0, spec.values - 1)
         inst.env["lane"] = lane
         return inst, lane, slot
 

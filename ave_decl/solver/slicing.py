@@ -29,27 +29,25 @@ from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_arg
 _NONE: frozenset[int] = frozenset()
 
 
-class Slicer:
-    """Variables of one obligation's terms (AST ids of their uninterpreted constants), memoised
-    by AST id: the queries of an obligation share their instances' and chains' constraints."""
+class VariableSets:
+    """The variables of terms (AST ids of their uninterpreted constants), memoised by AST id for
+    a whole kernel: obligations restart their instances' names (smt.Encoder.restart_names), so
+    later ones meet the chains, kills and tags of earlier ones as the same hash-consed terms
+    (production attention: 170,454 lookups). Every term asked about is kept alive, so that no
+    id in the memo is reused by Z3 for another term."""
 
     def __init__(self, ctx: z3.Context):
         self._cref = ctx.ref()
         self._memo: dict[int, frozenset[int]] = {}
-        # id(part) -> (the part, its formulas, their variables, {(seeds, blocked): slice},
-        # {(id(seeds), id(blocked)) of interned sets: slice}, each formula's variables)
-        self._parts: dict[int, tuple[list, list, frozenset[int], dict, dict, list]] = {}
-        self._interned: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # one list per distinct slice (Z3 hash-conses)
-        self._sets: dict[frozenset[int], frozenset[int]] = {}  # seeds and blocked sets, one object per content
-        # (id(site), id(lhs instance), id(rhs instance)) -> (the instances, their variables)
-        self._uses: dict[tuple[int, int, int], tuple[tuple, frozenset[int]]] = {}
+        self._alive: list[z3.ExprRef] = []
 
-    def variables(self, term: z3.ExprRef) -> frozenset[int]:
+    def __call__(self, term: z3.ExprRef) -> frozenset[int]:
         c, memo = self._cref, self._memo
         root = term.as_ast()
         known = memo.get(_ast_id(c, root))
         if known is not None:
             return known
+        self._alive.append(term)
         stack = [(root, False)]
         while stack:
             node, children_done = stack.pop()
@@ -70,6 +68,23 @@ class Slicer:
             stack.append((node, True))
             stack.extend((_arg(c, node, i), False) for i in range(n))
         return memo[_ast_id(c, root)]
+
+
+class Slicer:
+    """One obligation's slices: the parts, seeds and blocked sets of its queries, recognised by
+    identity (its queries share their instances' and chains' constraints); variables through
+    the kernel's `VariableSets`."""
+
+    def __init__(self, ctx: z3.Context, variables: VariableSets | None = None):
+        self._cref = ctx.ref()
+        self.variables = variables if variables is not None else VariableSets(ctx)
+        # id(part) -> (the part, its formulas, their variables, {(seeds, blocked): slice},
+        # {(id(seeds), id(blocked)) of interned sets: slice}, each formula's variables)
+        self._parts: dict[int, tuple[list, list, frozenset[int], dict, dict, list]] = {}
+        self._interned: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # one list per distinct slice (Z3 hash-conses)
+        self._sets: dict[frozenset[int], frozenset[int]] = {}  # seeds and blocked sets, one object per content
+        # (id(site), id(lhs instance), id(rhs instance)) -> (the instances, their variables)
+        self._uses: dict[tuple[int, int, int], tuple[tuple, frozenset[int]]] = {}
 
     def variables_of(self, terms: Iterable[z3.ExprRef]) -> frozenset[int]:
         return _NONE.union(*[self.variables(t) for t in terms])

@@ -27,7 +27,7 @@ from .drops_range import check_drops_ranks
 from .hints import bounds_hint, fix_hint
 from .query import Query
 from .raw_terms import _ast_id, connective
-from .slicing import Slicer, query_slice, worth_slicing
+from .slicing import Slicer, VariableSets, query_slice, worth_slicing
 from .smt import Encoder, Instance, as_bool
 
 STRUCTURAL_REASONS = {
@@ -117,6 +117,7 @@ class KernelSolver:
         self.access.guarded.timeout_ms = self.timeout_ms
         self.base = self.enc.base_constraints()
         self._base_side = self.enc.side_snapshot()
+        self._variable_sets = VariableSets(self.enc.ctx)  # the slicers' of every obligation
         # the current obligation's kill-free attempts, per query (`_relaxed`; reset per obligation)
         self._relaxed_outcomes: dict[int, tuple[Query, z3.CheckSatResult]] = {}
 
@@ -229,6 +230,7 @@ class KernelSolver:
         # bit decompositions are per obligation: carrying every earlier one into later queries
         # (hundreds with swizzled layouts and kill instantiations) slows each query down
         self.enc.restore_side(self._base_side)
+        self.enc.restart_names()
         if relation not in KNOWN_RELATIONS:
             why = f"unknown obligation relation '{relation}' (known: {', '.join(sorted(KNOWN_RELATIONS))})"
             return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
@@ -305,7 +307,7 @@ class KernelSolver:
         barely smaller than its query costs as much to prove."""
         if len(posed) < TOGETHER_MIN:
             return set()
-        slicer = Slicer(self.enc.ctx)
+        slicer = Slicer(self.enc.ctx, self._variable_sets)
         made = [(q, sliced) for q in posed if (sliced := query_slice(slicer, q)) is not None]
         distinct = {sliced.identity: sliced for _q, sliced in made}  # equal parts' slices, equal identity
         if not worth_slicing(len(posed), len(distinct), sum(s.kept for _q, s in made), sum(s.whole for _q, s in made)):
