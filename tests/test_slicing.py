@@ -13,7 +13,7 @@ from conftest import EXAMPLES
 from ave_decl import check
 from ave_decl.report.model import Verdict
 from ave_decl.solver.deferred import relaxed, strict
-from ave_decl.solver.slicing import Slicer, query_slice, worth_slicing
+from ave_decl.solver.slicing import Slicer, query_slice, weaker_slices, worth_slicing
 from ave_decl.solver.solve import KernelSolver
 
 FA = EXAMPLES / "production" / "fa_fwd_gfx942.ave"
@@ -36,6 +36,16 @@ def test_connected_keeps_what_reaches_the_property_and_nothing_over_a_blocked_va
     assert _ids(kept) == _ids([link, bound])
     assert _ids(slicer.connected([link, apart, pinned, bound], slicer.variables(prop), frozenset())) == \
         _ids([link, pinned, bound])
+
+
+def test_weaker_slices_are_the_strict_subsets():
+    """A slice whose formulas are a strict subset of another's is weaker: its UNSAT proves the
+    other (KernelSolver._proved_slices proves those first). Equal-content slices are one key."""
+    ctx = z3.Context()
+    x, y, z = (z3.Int(n, ctx) for n in "xyz")
+    f1, f2, f3, f4 = x > 0, y < x, z == y, x != 3
+    weaker = weaker_slices({b"a": [f1, f2], b"b": [f3, f1, f2], b"c": [f1, f4], b"d": [f1, f2, f3, f4]})
+    assert weaker == {b"a": [], b"b": [b"a"], b"c": [], b"d": [b"a", b"b", b"c"]}
 
 
 def test_worth_slicing_needs_fewer_distinct_slices_or_much_smaller_ones():

@@ -27,7 +27,7 @@ from .drops_range import check_drops_ranks
 from .hints import bounds_hint, fix_hint
 from .query import Query
 from .raw_terms import _ast_id, connective
-from .slicing import Slicer, VariableSets, query_slice, worth_slicing
+from .slicing import Slicer, VariableSets, query_slice, weaker_slices, worth_slicing
 from .smt import Encoder, Instance, as_bool
 
 STRUCTURAL_REASONS = {
@@ -322,6 +322,16 @@ class KernelSolver:
         return {id(q) for q, sliced in made if keys[sliced.identity] in proved_keys}
 
     def _proved_slices(self, slices: dict[bytes, list[z3.BoolRef]]) -> set[bytes]:
+        """The keys of the slices proved: those with no weaker slice first (`weaker_slices`),
+        then each slice a proved weaker one implies, then the rest; each round as
+        `_proved_in_groups` does."""
+        weaker = weaker_slices(slices)
+        proved = self._proved_in_groups({k: f for k, f in slices.items() if not weaker[k]})
+        proved.update(k for k, subsets in weaker.items() if any(w in proved for w in subsets))
+        proved.update(self._proved_in_groups({k: f for k, f in slices.items() if k not in proved and weaker[k]}))
+        return proved
+
+    def _proved_in_groups(self, slices: dict[bytes, list[z3.BoolRef]]) -> set[bytes]:
         """The keys of the slices proved: a group of up to SLICES_TOGETHER at once (their
         disjunction UNSAT), the slices of a group not proved one by one."""
         proved: set[bytes] = set()
