@@ -88,3 +88,21 @@ def test_every_ranged_variable_is_named_with_its_range(name, monkeypatch):
                 assert not re.search(r"@-?\d+\.\.-?\d+$", c.decl().name()), c
             names[c.decl().name()] = names.get(c.decl().name(), 0) + 1
     assert any(n.startswith("u!0.") for n in names)  # the first instance of many an obligation
+
+
+def test_a_query_posed_again_is_not_solved_again(monkeypatch):
+    """Obligations that pose the same query (speed/gemm_mma_pipelined: four accumulators share
+    each A operand, so their K-distinctness queries are equal) build the same terms under
+    restarted names; the check proves each once (KernelSolver._proved_before), memo or not."""
+    attempts: list[tuple[int, ...]] = []
+    real = smt.Encoder.quick_check
+
+    def recording(self, prepared, *args, **kw):
+        attempts.append(tuple(f.get_id() for f in prepared))
+        return real(self, prepared, *args, **kw)
+
+    monkeypatch.setattr(smt.Encoder, "quick_check", recording)
+    _solver, findings, _ = _check(SourceFile.read(EXAMPLES / "speed" / "gemm_mma_pipelined.ave"), monkeypatch)
+    coverage = [f.verdict for f in findings if f.invariant == "ave/mma-k-coverage"]
+    assert coverage == [Verdict.VERIFIED] * 16
+    assert len(attempts) == len(set(attempts))

@@ -118,6 +118,9 @@ class KernelSolver:
         self.base = self.enc.base_constraints()
         self._base_side = self.enc.side_snapshot()
         self._variable_sets = VariableSets(self.enc.ctx)  # the slicers' of every obligation
+        # queries this check proved UNSAT, by their formulas' AST ids (the formulas kept alive)
+        self._proved_here: dict[tuple[int, ...], list[z3.BoolRef]] = {}
+        self._satisfiable_here: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # kill-free attempts found SAT
         # the current obligation's kill-free attempts, per query (`_relaxed`; reset per obligation)
         self._relaxed_outcomes: dict[int, tuple[Query, z3.CheckSatResult]] = {}
 
@@ -256,8 +259,12 @@ class KernelSolver:
                     continue
                 relax = False  # this obligation's queries need their kills: stop paying for the attempt
             formulas = self.formulas(q)  # builds the deferred kills (an internal error if it fails)
+            same = self._proved_before(formulas)
+            if same is None:
+                continue
             key = self.enc.query_key(formulas)
             if proof_memo.MEMO.proved(key):
+                self._proved_here[same] = formulas
                 continue
             model = self._known_violation(key, formulas)  # before normalising: most are hits
             if model is not None:
@@ -270,6 +277,7 @@ class KernelSolver:
                 result = solver.check()
             if result == z3.unsat:
                 proof_memo.MEMO.remember(key)
+                self._proved_here[same] = formulas
             if result == z3.sat:
                 model = model or self._small_model(solver, prepared, formulas, key)
                 cex = self._counterexample(model, q, relation)
@@ -411,16 +419,35 @@ class KernelSolver:
         if known is not None:
             return known[1]
         formulas = [*self.base, *relaxed(q.constraints), q.violated, *self.enc.side]
-        key = self.enc.query_key(formulas)
-        if proof_memo.MEMO.proved(key):
+        same = self._proved_before(formulas)
+        if same is None:
             outcome = z3.unsat
+        elif same in self._satisfiable_here:
+            outcome = z3.sat
+        elif proof_memo.MEMO.proved(key := self.enc.query_key(formulas)):
+            outcome = z3.unsat
+            self._proved_here[same] = formulas
         else:
             prepared = self.enc.prepare(formulas)
             outcome = self.enc.quick_check(prepared, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])[0]
             if outcome == z3.unsat:
                 proof_memo.MEMO.remember(key)
+                self._proved_here[same] = formulas
+            elif outcome == z3.sat:
+                self._satisfiable_here[same] = formulas
         self._relaxed_outcomes[id(q)] = (q, outcome)  # the query kept alive: its id stays its own
         return outcome
+
+    def _proved_before(self, formulas: list[z3.BoolRef]) -> tuple[int, ...] | None:
+        """None when this check already proved these very formulas UNSAT, else their identity
+        (to note the proof under). Why: obligations restart their instances' names
+        (Encoder.restart_names), so two obligations that pose the same query build the same
+        terms: speed/gemm_mma_pipelined's 16 K-distinctness obligations pose 40 distinct
+        queries 160 times (four accumulators per A operand). Ids, not a content digest: cheaper
+        than the proof memo's key, and whether the memo is on or not."""
+        cref = self.enc.ctx.ref()
+        same = tuple(_ast_id(cref, f.as_ast()) for f in formulas)
+        return None if same in self._proved_here else same
 
     def _fix_hint(self, relation: str, q: Query, cex: Counterexample) -> dict | None:
         """Where the missing barrier / wait / mask goes (solver/hints.py)."""
