@@ -93,7 +93,7 @@ def test_every_ranged_variable_is_named_with_its_range(name, monkeypatch):
 def test_a_query_posed_again_is_not_solved_again(monkeypatch):
     """Obligations that pose the same query (speed/gemm_mma_pipelined: four accumulators share
     each A operand, so their K-distinctness queries are equal) build the same terms under
-    restarted names; the check proves each once (KernelSolver._proved_before), memo or not."""
+    restarted names; the check proves each once (KernelSolver._identity), memo or not."""
     attempts: list[tuple[int, ...]] = []
     real = smt.Encoder.quick_check
 

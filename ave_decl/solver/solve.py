@@ -259,8 +259,8 @@ class KernelSolver:
                     continue
                 relax = False  # this obligation's queries need their kills: stop paying for the attempt
             formulas = self.formulas(q)  # builds the deferred kills (an internal error if it fails)
-            same = self._proved_before(formulas)
-            if same is None:
+            same = self._identity(formulas)
+            if same in self._proved_here:
                 continue
             key = self.enc.query_key(formulas)
             if proof_memo.MEMO.proved(key):
@@ -419,8 +419,8 @@ class KernelSolver:
         if known is not None:
             return known[1]
         formulas = [*self.base, *relaxed(q.constraints), q.violated, *self.enc.side]
-        same = self._proved_before(formulas)
-        if same is None:
+        same = self._identity(formulas)
+        if same in self._proved_here:
             outcome = z3.unsat
         elif same in self._satisfiable_here:
             outcome = z3.sat
@@ -438,16 +438,15 @@ class KernelSolver:
         self._relaxed_outcomes[id(q)] = (q, outcome)  # the query kept alive: its id stays its own
         return outcome
 
-    def _proved_before(self, formulas: list[z3.BoolRef]) -> tuple[int, ...] | None:
-        """None when this check already proved these very formulas UNSAT, else their identity
-        (to note the proof under). Why: obligations restart their instances' names
-        (Encoder.restart_names), so two obligations that pose the same query build the same
-        terms: speed/gemm_mma_pipelined's 16 K-distinctness obligations pose 40 distinct
-        queries 160 times (four accumulators per A operand). Ids, not a content digest: cheaper
-        than the proof memo's key, and whether the memo is on or not."""
+    def _identity(self, formulas: list[z3.BoolRef]) -> tuple[int, ...]:
+        """The AST ids of a query's formulas: what `_proved_here` and `_satisfiable_here` know a
+        query by. Why: obligations restart their instances' names (Encoder.restart_names), so
+        two obligations that pose the same query build the same terms, and the check decides it
+        once (speed/gemm_mma_pipelined's 16 K-distinctness obligations pose 40 distinct queries
+        160 times: four accumulators per A operand). Ids, not a content digest: cheaper than the
+        proof memo's key, and whether the memo is on or not."""
         cref = self.enc.ctx.ref()
-        same = tuple(_ast_id(cref, f.as_ast()) for f in formulas)
-        return None if same in self._proved_here else same
+        return tuple(_ast_id(cref, f.as_ast()) for f in formulas)
 
     def _fix_hint(self, relation: str, q: Query, cex: Counterexample) -> dict | None:
         """Where the missing barrier / wait / mask goes (solver/hints.py)."""
