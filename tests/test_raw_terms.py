@@ -12,7 +12,7 @@ import operator
 import pytest
 import z3
 
-from ave_decl.solver.raw_terms import compare, conjunction, int_binary, negation
+from ave_decl.solver.raw_terms import assert_all, compare, conjunction, int_binary, negation, some_differ
 
 OPS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
        "ge": operator.ge}
@@ -59,3 +59,22 @@ def test_a_term_z3_refused_to_build_raises_instead_of_wrapping_null():
         made(z3.ArithRef, z3.Ast(None), ctx)
     x = z3.Int("x", ctx)
     assert made(z3.ArithRef, x.ast, ctx).eq(x)
+
+
+def test_some_differ_is_z3pys_disjunction_of_disequalities():
+    ctx = z3.Context()
+    x, y, n = z3.Int("x", ctx), z3.Int("y", ctx), z3.IntVal(3, ctx)
+    for xs, ys in [([x], [y]), ([x, n], [n, y]), ([n, x - y, y], [x, n, x * 2])]:
+        assert _same(some_differ(xs, ys), z3.Or(*[a != b for a, b in zip(xs, ys)])), (xs, ys)
+    b = z3.Bool("b", ctx)  # not Int terms: z3py's own term
+    assert _same(some_differ([b], [z3.BoolVal(True, ctx)]), z3.Or(b != z3.BoolVal(True, ctx)))
+
+
+def test_assert_all_asserts_what_solver_add_asserts():
+    ctx = z3.Context()
+    x, y = z3.Int("x", ctx), z3.Int("y", ctx)
+    formulas = [x > 0, z3.ForAll([y], y * 0 == 0), x + y == 3, z3.Or(x < 2, y > 5)]  # a quantifier: z3py's path
+    ours, theirs = z3.Solver(ctx=ctx), z3.Solver(ctx=ctx)
+    assert_all(ours, formulas)
+    theirs.add(*formulas)
+    assert [f.get_id() for f in ours.assertions()] == [f.get_id() for f in theirs.assertions()]

@@ -24,6 +24,7 @@ from .chains import Alt, Expander, Step, eval_map, row_of
 from .coverage import GuardedCoverage
 from .lane_split import lane_grid, loop_values, write_once_proved
 from .query import Query
+from .raw_terms import some_differ
 from .smt import Encoder, Instance
 
 BANKS, BANK_BYTES, PHASE_LANES = 32, 4, 32
@@ -86,7 +87,7 @@ class AccessQueries:
             if alt.tag is None or len(alt.tag) != len(expected.tag):
                 violated = self.enc.bool_val(True)
             else:
-                violated = z3.Or(*[x != y for x, y in zip(alt.tag, expected.tag)])
+                violated = some_differ(alt.tag, expected.tag)
             out.append(Query.joined((inst.constraints, alt.constraints), violated, alt, expected, inst, inst, inst))
         return out
 
@@ -281,7 +282,7 @@ class AccessQueries:
                         len(right.tag) != len(want) or (left.stat and right.stat and left.dropped != right.dropped))):
                     violated = self.enc.bool_val(True)
                 else:
-                    violated = z3.Or(*[r != x for r, x in zip(right.tag, want)]) if right.tag else \
+                    violated = some_differ(right.tag, want) if right.tag else \
                         self.enc.bool_val(False)
                 out.append(Query.joined((inst.constraints, left.constraints, right.constraints), violated, left,
                                         right, inst, inst, inst))
@@ -334,7 +335,7 @@ class AccessQueries:
                 elif not rx.tag:
                     continue
                 else:
-                    violated = z3.Or(*[a != b for a, b in zip(rx.tag, ry.tag)])
+                    violated = some_differ(rx.tag, ry.tag)
                 out.append(Query.joined((cons, x.constraints, y.constraints), violated, x, y, first, first, second,
                                         dict(extras or {})))
         return out

@@ -40,6 +40,7 @@ _mk_or = _unchecked(z3.Z3_mk_or)
 _mk_not = _unchecked(z3.Z3_mk_not)
 _mk_app = _unchecked(z3.Z3_mk_app)
 _numeral_string = _unchecked(z3.Z3_get_numeral_string)  # bytes from the raw call, str from z3py's
+_solver_assert = _unchecked(z3.Z3_solver_assert)
 
 
 def made(cls: type, a: z3.Ast, ctx: z3.Context):
@@ -136,6 +137,32 @@ def int_sum(parts: list[z3.ArithRef]) -> z3.ArithRef:
         return parts[0]
     ctx = parts[0].ctx
     return made(z3.ArithRef, _MAKERS["add"](ctx.ref(), len(parts), (z3.Ast * len(parts))(*(p.ast for p in parts))), ctx)
+
+
+def assert_all(solver: z3.Solver, formulas: list[z3.BoolRef]) -> None:
+    """`solver.add(*formulas)`: the same assertions in the same order, a Bool term of the
+    solver's context through the unchecked C call (z3py casts and probes each, and a check
+    asserts ~200: 90k calls per production-attention check); anything else through z3py."""
+    ctx = solver.ctx
+    c, handle = ctx.ref(), solver.solver
+    for f in formulas:
+        if type(f) is z3.BoolRef and f.ctx is ctx:
+            _solver_assert(c, handle, f.ast)
+        else:
+            solver.add(f)
+
+
+def some_differ(xs: list[z3.ArithRef], ys: list[z3.ArithRef]) -> z3.BoolRef:
+    """`z3.Or(*[x != y for x, y in zip(xs, ys)])`, the same term (an `or` application even of one
+    pair), for Int terms of one context through the C API: z3py coerced and probed every operand
+    (5,238 tag comparisons per production-attention check); anything else through z3py."""
+    pairs = list(zip(xs, ys))
+    if not pairs or not all(isinstance(x, z3.ArithRef) and isinstance(y, z3.ArithRef) and x.ctx is y.ctx
+                            and is_int_term(x) and is_int_term(y) for x, y in pairs):
+        return z3.Or(*[x != y for x, y in pairs])
+    ctx = pairs[0][0].ctx
+    args = [compare("ne", x, y) for x, y in pairs]
+    return made(z3.BoolRef, _mk_or(ctx.ref(), len(args), (z3.Ast * len(args))(*(f.ast for f in args))), ctx)
 
 
 def connective(kind: str, formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.BoolRef:

@@ -16,7 +16,7 @@ import z3
 from ..facts.view import KernelView
 from . import budgets
 from .divmod import DivModSimplifier
-from .raw_terms import INT_BINARY, compare, int_binary, int_const, is_int_term, negation, numeral
+from .raw_terms import INT_BINARY, assert_all, compare, int_binary, int_const, is_int_term, negation, numeral
 from .term_templates import TermTemplates
 from .proof_memo import FormulaDigester
 from .proof_memo import enabled as proof_memo_enabled
@@ -184,7 +184,7 @@ class Encoder:
 
     def solver_holding(self, prepared: list[z3.BoolRef], timeout_ms: int, rlimit: int = 0) -> z3.Solver:
         s = self.solver(timeout_ms, rlimit)
-        s.add(*prepared)
+        assert_all(s, prepared)
         return s
 
     def proves(self, prepared: list[z3.BoolRef], timeout_ms: int,
@@ -215,7 +215,7 @@ class Encoder:
         Z3's defaults."""
         for seed in seeds:
             attempt = self.attempt_solver(max(1, timeout_ms // 4), rlimit, seed, hnf_cuts=False)
-            attempt.add(*prepared)
+            assert_all(attempt, prepared)
             result = attempt.check()
             if result != z3.unknown:  # a model is a model: no other seed can prove it
                 return result, attempt

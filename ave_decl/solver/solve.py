@@ -26,7 +26,7 @@ from .derived_ids import check_derived_ids
 from .drops_range import check_drops_ranks
 from .hints import bounds_hint, fix_hint
 from .query import Query
-from .raw_terms import _ast_id, connective
+from .raw_terms import _ast_id, connective, some_differ
 from .slicing import Slicer, VariableSets, query_slice, weaker_slices, worth_slicing
 from .smt import Encoder, Instance, as_bool
 
@@ -606,7 +606,7 @@ class KernelSolver:
         if relation == "eq":
             if len(lt) != len(rt):
                 return self.enc.bool_val(True)
-            return z3.Or(*[a != b for a, b in zip(lt, rt)]) if lt else self.enc.bool_val(False)
+            return some_differ(lt, rt) if lt else self.enc.bool_val(False)
         if rel_eid is None:  # discharge() refuses such an obligation first
             raise _rel_off_site("?", self.view.span(inst.stmt))
         env = dict(inst.env)
