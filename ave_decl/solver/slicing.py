@@ -205,19 +205,30 @@ def worth_slicing(queries: int, distinct: int, kept: int, whole: int) -> bool:
     return 3 * distinct <= 2 * queries or 2 * kept <= whole
 
 
-def weaker_slices(slices: dict[bytes, list[z3.BoolRef]]) -> dict[bytes, list[bytes]]:
-    """For each slice, the other slices whose formulas are a strict subset of its own: weaker
-    queries, whose UNSAT is its UNSAT too. Why: production attention's statistic broadcasts
-    have 162 distinct slices per obligation, 90 of them a strict superset of another (an
-    alternative that keeps one more constraint of the same chain); proving the others first
-    settles those without a solver. Subsets are tested on bit masks over the formulas' AST ids
-    (one big-integer operation per pair)."""
+def weaker_slices(slices: dict[bytes, tuple[list[z3.BoolRef], ...]]) -> dict[bytes, list[bytes]]:
+    """For each slice (its formulas given as lists whose union they are: a slice's pieces and its
+    property), the other slices whose formulas are a strict subset of its own: weaker queries,
+    whose UNSAT is its UNSAT too. Why: production attention's statistic broadcasts have 162
+    distinct slices per obligation, 90 of them a strict superset of another (an alternative that
+    keeps one more constraint of the same chain); proving the others first settles those without
+    a solver. Subsets are tested on big-integer bit masks over the formulas' AST ids (one
+    operation per pair); a list shared by several slices (an interned piece) is masked once."""
+    if not slices:
+        return {}
+    cref = next(f for lists in slices.values() for fs in lists for f in fs).ctx.ref()
     bit: dict[int, int] = {}
+    of_list: dict[int, int] = {}  # id(list) -> its mask: the lists stay alive in `slices` meanwhile
     masks: dict[bytes, int] = {}
-    for key, formulas in slices.items():
+    for key, lists in slices.items():
         mask = 0
-        for f in formulas:
-            mask |= 1 << bit.setdefault(f.get_id(), len(bit))
+        for formulas in lists:
+            part = of_list.get(id(formulas))
+            if part is None:
+                part = 0
+                for f in formulas:
+                    part |= 1 << bit.setdefault(_ast_id(cref, f.as_ast()), len(bit))
+                of_list[id(formulas)] = part
+            mask |= part
         masks[key] = mask
     return {key: [other for other, small in masks.items() if small != mask and small & mask == small]
             for key, mask in masks.items()}

@@ -27,7 +27,7 @@ from .drops_range import check_drops_ranks
 from .hints import bounds_hint, fix_hint
 from .query import Query
 from .raw_terms import _ast_id, connective, some_differ
-from .slicing import Slicer, VariableSets, query_slice, weaker_slices, worth_slicing
+from .slicing import Slice, Slicer, VariableSets, query_slice, weaker_slices, worth_slicing
 from .smt import Encoder, Instance, as_bool
 
 STRUCTURAL_REASONS = {
@@ -325,18 +325,19 @@ class KernelSolver:
         keys = {identity: self.enc.content_key_of_chunks(
                     [self.base, *sliced.pieces, [sliced.violated, *self.enc.side]], prefixes)
                 for identity, sliced in distinct.items()}
-        by_key = {key: distinct[identity].formulas for identity, key in keys.items() if key is not None}
+        by_key = {key: distinct[identity] for identity, key in keys.items() if key is not None}
         proved_keys = self._proved_slices(by_key)
         return {id(q) for q, sliced in made if keys[sliced.identity] in proved_keys}
 
-    def _proved_slices(self, slices: dict[bytes, list[z3.BoolRef]]) -> set[bytes]:
+    def _proved_slices(self, slices: dict[bytes, Slice]) -> set[bytes]:
         """The keys of the slices proved: those with no weaker slice first (`weaker_slices`),
         then each slice a proved weaker one implies, then the rest; each round as
         `_proved_in_groups` does."""
-        weaker = weaker_slices(slices)
-        proved = self._proved_in_groups({k: f for k, f in slices.items() if not weaker[k]})
+        weaker = weaker_slices({k: (*s.pieces, [s.violated]) for k, s in slices.items()})
+        proved = self._proved_in_groups({k: s.formulas for k, s in slices.items() if not weaker[k]})
         proved.update(k for k, subsets in weaker.items() if any(w in proved for w in subsets))
-        proved.update(self._proved_in_groups({k: f for k, f in slices.items() if k not in proved and weaker[k]}))
+        proved.update(self._proved_in_groups({k: s.formulas for k, s in slices.items()
+                                              if k not in proved and weaker[k]}))
         return proved
 
     def _proved_in_groups(self, slices: dict[bytes, list[z3.BoolRef]]) -> set[bytes]:
