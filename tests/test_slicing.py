@@ -45,9 +45,10 @@ def test_weaker_slices_are_the_strict_subsets():
     x, y, z = (z3.Int(n, ctx) for n in "xyz")
     f1, f2, f3, f4 = x > 0, y < x, z == y, x != 3
     shared = [f1, f2]  # a piece of two slices: masked once
-    weaker = weaker_slices({b"a": (shared,), b"b": ([f3], shared), b"c": ([f1], [f4]), b"d": ([f1, f2, f3], [f4])})
+    weaker = weaker_slices({b"a": (shared,), b"b": ([f3], shared), b"c": ([f1], [f4]), b"d": ([f1, f2, f3], [f4])},
+                           ctx)
     assert weaker == {b"a": [], b"b": [b"a"], b"c": [], b"d": [b"a", b"b", b"c"]}
-    assert weaker_slices({b"a": ([f1, f2],), b"b": ([f2], [f1])}) == {b"a": [], b"b": []}  # equal sets: neither weaker
+    assert weaker_slices({b"a": ([f1, f2],), b"b": ([f2], [f1])}, ctx) == {b"a": [], b"b": []}  # equal sets: neither weaker
 
 
 def test_worth_slicing_needs_fewer_distinct_slices_or_much_smaller_ones():

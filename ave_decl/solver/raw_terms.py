@@ -160,9 +160,7 @@ def some_differ(xs: list[z3.ArithRef], ys: list[z3.ArithRef]) -> z3.BoolRef:
     if not pairs or not all(isinstance(x, z3.ArithRef) and isinstance(y, z3.ArithRef) and x.ctx is y.ctx
                             and is_int_term(x) and is_int_term(y) for x, y in pairs):
         return z3.Or(*[x != y for x, y in pairs])
-    ctx = pairs[0][0].ctx
-    args = [compare("ne", x, y) for x, y in pairs]
-    return made(z3.BoolRef, _mk_or(ctx.ref(), len(args), (z3.Ast * len(args))(*(f.ast for f in args))), ctx)
+    return _boolean(_mk_or, [compare("ne", x, y) for x, y in pairs], pairs[0][0].ctx)
 
 
 def connective(kind: str, formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.BoolRef:
@@ -172,15 +170,19 @@ def connective(kind: str, formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.Boo
         return formulas[0]
     if not formulas:
         return z3.BoolVal(kind == "and", ctx)
-    args = (z3.Ast * len(formulas))(*(f.ast for f in formulas))
-    return made(z3.BoolRef, (_mk_and if kind == "and" else _mk_or)(ctx.ref(), len(formulas), args), ctx)
+    return _boolean(_mk_and if kind == "and" else _mk_or, formulas, ctx)
 
 
 def conjunction(formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.BoolRef:
     """`z3.And(*formulas)` for one or more formulas, the same term: an `and` application even of
     a single formula (unlike `connective`), without z3py's per-argument checks and coercions."""
+    return _boolean(_mk_and, formulas, ctx)
+
+
+def _boolean(maker, formulas: list[z3.BoolRef], ctx: z3.Context) -> z3.BoolRef:
+    """The n-ary `and` / `or` application (`maker`) of the formulas, whatever their number."""
     args = (z3.Ast * len(formulas))(*(f.ast for f in formulas))
-    return made(z3.BoolRef, _mk_and(ctx.ref(), len(formulas), args), ctx)
+    return made(z3.BoolRef, maker(ctx.ref(), len(formulas), args), ctx)
 
 
 def negation(formula: z3.BoolRef) -> z3.BoolRef:

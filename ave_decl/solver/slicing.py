@@ -205,7 +205,7 @@ def worth_slicing(queries: int, distinct: int, kept: int, whole: int) -> bool:
     return 3 * distinct <= 2 * queries or 2 * kept <= whole
 
 
-def weaker_slices(slices: dict[bytes, tuple[list[z3.BoolRef], ...]]) -> dict[bytes, list[bytes]]:
+def weaker_slices(slices: dict[bytes, tuple[list[z3.BoolRef], ...]], ctx: z3.Context) -> dict[bytes, list[bytes]]:
     """For each slice (its formulas given as lists whose union they are: a slice's pieces and its
     property), the other slices whose formulas are a strict subset of its own: weaker queries,
     whose UNSAT is its UNSAT too. Why: production attention's statistic broadcasts have 162
@@ -213,9 +213,7 @@ def weaker_slices(slices: dict[bytes, tuple[list[z3.BoolRef], ...]]) -> dict[byt
     keeps one more constraint of the same chain); proving the others first settles those without
     a solver. Subsets are tested on big-integer bit masks over the formulas' AST ids (one
     operation per pair); a list shared by several slices (an interned piece) is masked once."""
-    if not slices:
-        return {}
-    cref = next(f for lists in slices.values() for fs in lists for f in fs).ctx.ref()
+    cref = ctx.ref()
     bit: dict[int, int] = {}
     of_list: dict[int, int] = {}  # id(list) -> its mask: the lists stay alive in `slices` meanwhile
     masks: dict[bytes, int] = {}

@@ -77,14 +77,15 @@ class Encoder:
 
     def set_range(self, var: z3.ArithRef, lo: int, hi: int) -> None:
         """Record that every execution keeps `var` in [lo, hi] (a thread id, lane, slot, loop counter)."""
-        if self.ranges.get(var.get_id()) == (lo, hi):
+        key = var.get_id()
+        if self.ranges.get(key) == (lo, hi):
             return  # set again (the same variable of an earlier obligation): every memo stays true
-        self.ranges[var.get_id()] = (lo, hi)
+        self.ranges[key] = (lo, hi)
         self._ranged.append(var)
-        if self._normaliser is not None and self._normaliser.knows(var.get_id()):
+        if self._normaliser is not None and self._normaliser.knows(key):
             self._normaliser = None  # a rewrite memoised before this range was known
         digester = getattr(self, "_digester", None)  # an Encoder built field by field (tests) has none
-        if digester is not None and digester.knows(var.get_id()):
+        if digester is not None and digester.knows(key):
             digester.forget()  # a digest made before this range was known
 
     def query_key(self, formulas: list[z3.BoolRef]) -> bytes | None:

@@ -118,9 +118,9 @@ class KernelSolver:
         self.base = self.enc.base_constraints()
         self._base_side = self.enc.side_snapshot()
         self._variable_sets = VariableSets(self.enc.ctx)  # the slicers' of every obligation
-        # queries this check proved UNSAT, by their formulas' AST ids (the formulas kept alive)
-        self._proved_here: dict[tuple[int, ...], list[z3.BoolRef]] = {}
-        self._satisfiable_here: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # kill-free attempts found SAT
+        # what this check decided of a query, by its formulas' AST ids (`_identity`; the formulas
+        # kept alive): unsat (proved), or sat for a kill-free attempt
+        self._decided: dict[tuple[int, ...], tuple[list[z3.BoolRef], z3.CheckSatResult]] = {}
         # the current obligation's kill-free attempts, per query (`_relaxed`; reset per obligation)
         self._relaxed_outcomes: dict[int, tuple[Query, z3.CheckSatResult]] = {}
 
@@ -260,11 +260,11 @@ class KernelSolver:
                 relax = False  # this obligation's queries need their kills: stop paying for the attempt
             formulas = self.formulas(q)  # builds the deferred kills (an internal error if it fails)
             same = self._identity(formulas)
-            if same in self._proved_here:
+            if self._decided_as(same) == z3.unsat:
                 continue
             key = self.enc.query_key(formulas)
             if proof_memo.MEMO.proved(key):
-                self._proved_here[same] = formulas
+                self._decided[same] = (formulas, z3.unsat)
                 continue
             model = self._known_violation(key, formulas)  # before normalising: most are hits
             if model is not None:
@@ -277,7 +277,7 @@ class KernelSolver:
                 result = solver.check()
             if result == z3.unsat:
                 proof_memo.MEMO.remember(key)
-                self._proved_here[same] = formulas
+                self._decided[same] = (formulas, z3.unsat)
             if result == z3.sat:
                 model = model or self._small_model(solver, prepared, formulas, key)
                 cex = self._counterexample(model, q, relation)
@@ -333,7 +333,7 @@ class KernelSolver:
         """The keys of the slices proved: those with no weaker slice first (`weaker_slices`),
         then each slice a proved weaker one implies, then the rest; each round as
         `_proved_in_groups` does."""
-        weaker = weaker_slices({k: (*s.pieces, [s.violated]) for k, s in slices.items()})
+        weaker = weaker_slices({k: (*s.pieces, [s.violated]) for k, s in slices.items()}, self.enc.ctx)
         proved = self._proved_in_groups({k: s.formulas for k, s in slices.items() if not weaker[k]})
         proved.update(k for k, subsets in weaker.items() if any(w in proved for w in subsets))
         proved.update(self._proved_in_groups({k: s.formulas for k, s in slices.items()
@@ -421,27 +421,28 @@ class KernelSolver:
             return known[1]
         formulas = [*self.base, *relaxed(q.constraints), q.violated, *self.enc.side]
         same = self._identity(formulas)
-        if same in self._proved_here:
-            outcome = z3.unsat
-        elif same in self._satisfiable_here:
-            outcome = z3.sat
-        elif proof_memo.MEMO.proved(key := self.enc.query_key(formulas)):
-            outcome = z3.unsat
-            self._proved_here[same] = formulas
-        else:
-            prepared = self.enc.prepare(formulas)
-            outcome = self.enc.quick_check(prepared, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])[0]
-            if outcome == z3.unsat:
-                proof_memo.MEMO.remember(key)
-                self._proved_here[same] = formulas
-            elif outcome == z3.sat:
-                self._satisfiable_here[same] = formulas
+        outcome = self._decided_as(same)
+        if outcome is None:
+            key = self.enc.query_key(formulas)
+            if proof_memo.MEMO.proved(key):
+                outcome = z3.unsat
+            else:
+                prepared = self.enc.prepare(formulas)
+                outcome = self.enc.quick_check(prepared, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])[0]
+                if outcome == z3.unsat:
+                    proof_memo.MEMO.remember(key)
+            if outcome != z3.unknown:
+                self._decided[same] = (formulas, outcome)
         self._relaxed_outcomes[id(q)] = (q, outcome)  # the query kept alive: its id stays its own
         return outcome
 
+    def _decided_as(self, same: tuple[int, ...]) -> z3.CheckSatResult | None:
+        """What this check decided of the query with identity `same`, if anything."""
+        known = self._decided.get(same)
+        return None if known is None else known[1]
+
     def _identity(self, formulas: list[z3.BoolRef]) -> tuple[int, ...]:
-        """The AST ids of a query's formulas: what `_proved_here` and `_satisfiable_here` know a
-        query by. Why: obligations restart their instances' names (Encoder.restart_names), so
+        """The AST ids of a query's formulas: what `_decided` knows a query by. Why: obligations restart their instances' names (Encoder.restart_names), so
         two obligations that pose the same query build the same terms, and the check decides it
         once (speed/gemm_mma_pipelined's 16 K-distinctness obligations pose 40 distinct queries
         160 times: four accumulators per A operand). Ids, not a content digest: cheaper than the
