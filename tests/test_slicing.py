@@ -12,7 +12,9 @@ from conftest import EXAMPLES
 
 from ave_decl import check
 from ave_decl.report.model import Verdict
+from ave_decl.solver.chains import Alt, Step, product_components, product_operands, row_of
 from ave_decl.solver.deferred import relaxed, strict
+from ave_decl.solver.smt import Instance
 from ave_decl.solver.slicing import Slicer, query_slice, weaker_slices, worth_slicing
 from ave_decl.solver.solve import KernelSolver
 
@@ -127,3 +129,50 @@ def test_a_row_statistics_violation_is_reported_as_without_slicing(monkeypatch):
     assert '"ave/row-statistics"' in with_slices and '"violation"' in with_slices.lower()
     monkeypatch.setattr(KernelSolver, "_proved_sliced", lambda self, queries: set())
     assert _report(text, str(FA)) == with_slices
+
+
+def _step(role: str, stmt: int, buffer: str = "") -> Step:
+    return Step(role, -1, stmt, buffer, Instance(role, stmt))
+
+
+def test_product_operands_split_a_chain_at_its_outermost_products_markers():
+    """`mma_result` lays a product out as [A marker, A's chain, B marker, B's chain] after the
+    steps that reach it; an operand's own products nest inside, as brackets."""
+    reach = [_step("load", 9), _step("store", 8)]
+    inner = [_step("mma-operand", 5, "A"), _step("source", 4), _step("mma-operand", 5, "B"), _step("source", 3)]
+    a_side = [_step("mma-operand", 7, "A"), _step("load", 6), *inner]
+    b_side = [_step("mma-operand", 7, "B"), _step("load", 2), _step("source", 1)]
+    assert product_operands([*reach, *a_side, *b_side]) == (reach, a_side, b_side)
+    assert product_operands(inner) == ([], inner[:2], inner[2:])
+    assert product_operands(reach) is None
+
+
+def test_product_components_follow_a_dropped_component():
+    """A product's tag is A's components but the last, then B's last; a row statistic of it
+    (`row_of`) drops one: dropping the last leaves no component from B."""
+    ctx = z3.Context()
+    h, q, d = (z3.Int(n, ctx) for n in "hqd")
+    full = Alt([h, q, d], "t", [], [], [])
+    assert [[str(t) for t in side] for side in product_components(full)] == [["h", "q"], ["d"]]
+    row = row_of(full, -1)
+    assert [[str(t) for t in side] for side in product_components(row)] == [["h", "q"], []]
+    first = row_of(full, 0)
+    assert [[str(t) for t in side] for side in product_components(first)] == [["q"], ["d"]]
+
+
+def test_a_row_broadcast_slice_leaves_out_the_b_operands_chain(monkeypatch):
+    """Production attention's `o * corr` broadcasts compare rows, which the P V product's A
+    operand gives: the slices keep nothing only the V operand's chain binds (solver/slicing.py)."""
+    queries = [q for q in _queries_of(FA, monkeypatch) if q.lhs.tag and product_operands(q.lhs.chain)
+               and len(q.lhs.tag) == 3 and q.rhs.stat]
+    assert queries, "no broadcast of a product meets a statistic here: the test checks nothing"
+    checked = 0
+    for q in queries[:40]:
+        slicer = Slicer(q.violated.ctx)
+        only_b = slicer.operand_only(q.lhs, slicer.variables(q.violated))
+        s = query_slice(slicer, q)
+        if s is None or not only_b:
+            continue
+        checked += 1
+        assert not any(slicer.variables(f) & only_b for f in s.formulas)
+    assert checked, "no slice left an operand out: the test checks nothing"

@@ -73,6 +73,42 @@ class Alt:
     dropped: int = -1  # a statistic: the position in the reduced values' tag of the component it dropped
 
 
+def product_operands(chain: list[Step]) -> tuple[list[Step], list[Step], list[Step]] | None:
+    """The outermost matrix product of a chain: (the steps outside it, those of its A operand,
+    those of its B operand), or None without one. `mma_result` lays a product out as its A
+    marker, the A operand's chain, its B marker, the B operand's chain (each operand's chain may
+    hold products of its own, laid out alike), and the steps that reach the product (loads and
+    stores of its result) come before it: the B marker of the first A marker is the one that
+    closes it, counting markers as brackets."""
+    start = next((i for i, step in enumerate(chain) if step.role == "mma-operand"), None)
+    if start is None or chain[start].buffer != "A":
+        return None
+    depth = 0
+    for i in range(start, len(chain)):
+        step = chain[i]
+        if step.role != "mma-operand":
+            continue
+        depth += 1 if step.buffer == "A" else -1
+        if depth == 0:
+            return chain[:start], chain[start:i], chain[i:]
+    return None
+
+
+def product_components(a: Alt) -> tuple[list[z3.ArithRef], list[z3.ArithRef]]:
+    """The components of `a`'s tag that came from its outermost product's A operand and from its
+    B operand (`mma_result`: all of A's but its last, then B's last), where a reduction after
+    the product dropped one (`dropped`, a position in the product's tag) minus that one."""
+    tag = list(a.tag or ())
+    if a.stat and a.dropped >= 0:  # the product's tag had the dropped component at `dropped`
+        width = len(tag) + 1
+        positions = [p for p in range(width) if p != a.dropped]
+    else:
+        width, positions = len(tag), list(range(len(tag)))
+    from_a = [t for t, p in zip(tag, positions) if p < width - 1]
+    from_b = [t for t, p in zip(tag, positions) if p == width - 1]
+    return from_a, from_b
+
+
 def row_of(a: Alt, drops: int) -> Alt:
     """The statistic a reduction makes of `a`: its tag without component `drops` (negative: from
     the end). A statistic stays itself (the reduction combined one row's statistics;

@@ -123,6 +123,8 @@ class KernelSolver:
         self._decided: dict[tuple[int, ...], tuple[list[z3.BoolRef], z3.CheckSatResult]] = {}
         # the current obligation's kill-free attempts, per query (`_relaxed`; reset per obligation)
         self._relaxed_outcomes: dict[int, tuple[Query, z3.CheckSatResult]] = {}
+        # the content keys of the slices this check proved (`_proved_slices`), memo on or off
+        self._proved_slice_keys: set[bytes] = set()
 
     # ----------------------------------------------------------- findings
     def findings(self) -> list[Finding]:
@@ -330,15 +332,20 @@ class KernelSolver:
         return {id(q) for q, sliced in made if keys[sliced.identity] in proved_keys}
 
     def _proved_slices(self, slices: dict[bytes, Slice]) -> set[bytes]:
-        """The keys of the slices proved: those with no weaker slice first (`weaker_slices`),
-        then each slice a proved weaker one implies, then the rest; each round as
-        `_proved_in_groups` does."""
+        """The keys of the slices proved: those this check proved before (an earlier obligation's
+        slice with the same content key: the proof memo's reuse, memo on or off), then those with
+        no weaker slice (`weaker_slices`), each slice a proved weaker one implies, then the rest;
+        each round as `_proved_in_groups` does. Why: production attention's K-distinctness
+        obligations pose 54 of their 72 slices again."""
+        known = self._proved_slice_keys.intersection(slices)
+        slices = {k: s for k, s in slices.items() if k not in known}
         weaker = weaker_slices({k: (*s.pieces, [s.violated]) for k, s in slices.items()}, self.enc.ctx)
         proved = self._proved_in_groups({k: s.formulas for k, s in slices.items() if not weaker[k]})
         proved.update(k for k, subsets in weaker.items() if any(w in proved for w in subsets))
         proved.update(self._proved_in_groups({k: s.formulas for k, s in slices.items()
                                               if k not in proved and weaker[k]}))
-        return proved
+        self._proved_slice_keys.update(proved)
+        return proved | known
 
     def _proved_in_groups(self, slices: dict[bytes, list[z3.BoolRef]]) -> set[bytes]:
         """The keys of the slices proved: a group of up to SLICES_TOGETHER at once (their
