@@ -169,7 +169,7 @@ def test_a_row_broadcast_slice_leaves_out_the_b_operands_chain(monkeypatch):
     checked = 0
     for q in queries[:40]:
         slicer = Slicer(q.violated.ctx)
-        only_b = slicer.operand_only(q.lhs, slicer.variables(q.violated))
+        only_b = slicer.ignored(q.lhs, slicer.variables(q.violated)) - slicer.variables_of(q.lhs.tag)
         s = query_slice(slicer, q)
         if s is None or not only_b:
             continue

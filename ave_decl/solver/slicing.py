@@ -89,38 +89,45 @@ class Slicer:
         self._sets: dict[frozenset[int], frozenset[int]] = {}  # seeds and blocked sets, one object per content
         # (id(site), id(lhs instance), id(rhs instance)) -> (the instances, their variables)
         self._uses: dict[tuple[int, int, int], tuple[tuple, frozenset[int]]] = {}
-        # id(alt) -> (the alternative, variables only its outermost product's A / B operand binds)
-        self._operands: dict[int, tuple[Alt, frozenset[int], frozenset[int]]] = {}
+        # id(alt) -> (the alternative, its tag's variables, per operand of its outermost product:
+        # (the variables only that operand's chain binds, those of the tag components it gave))
+        self._instances: dict[int, tuple[object, frozenset[int]]] = {}  # id(instance) -> (it, `_bound_by`)
+        self._alts: dict[int, tuple[Alt, frozenset[int], tuple[tuple[frozenset[int], frozenset[int]], ...]]] = {}
 
-    def operand_only(self, alt: Alt, compared: frozenset[int]) -> frozenset[int]:
-        """The variables that only one operand's chain of `alt`'s outermost matrix product binds
-        (no other step of the chain), for each operand none of whose tag components the
-        property compares (`compared`: the property's variables). Why: a statistic broadcast
-        compares rows, which the A operands give; the B operands' chains (K and V, with their
-        loads, stores and lanes) were most of each slice (production attention: Z3's time on
-        the broadcasts' slices 1.06 -> 0.34 s). Memoised per alternative, which an obligation's
-        queries share."""
-        known = self._operands.get(id(alt))
+    def ignored(self, alt: Alt, compared: frozenset[int]) -> frozenset[int]:
+        """Variables of `alt` a slice need not keep, for a property over `compared`: its tag's,
+        and those that only one operand's chain of its outermost matrix product binds (no
+        other step of the chain) where the property compares none of the tag components that
+        operand gave. Why: a statistic broadcast compares rows, which the A operands give; the B
+        operands' chains (K and V, with their loads, stores and lanes) were most of each slice
+        (production attention: Z3's time on the broadcasts' slices 1.06 -> 0.18 s). Memoised per
+        alternative, which an obligation's queries share."""
+        known = self._alts.get(id(alt))
         if known is None or known[0] is not alt:
-            known = self._operands[id(alt)] = (alt, *self._operand_variables(alt))
-        _alt, only_a, only_b = known
-        if not only_a and not only_b:
-            return _NONE
-        from_a, from_b = product_components(alt)
-        out = _NONE
-        for only, components in ((only_a, from_a), (only_b, from_b)):
-            if only and not self.variables_of(components) & compared:
+            known = self._alts[id(alt)] = (alt, self.variables_of(alt.tag or ()), self._operands(alt))
+        _alt, out, operands = known
+        for only, gave in operands:
+            if not gave & compared:
                 out = out | only
         return out
 
-    def _operand_variables(self, alt: Alt) -> tuple[frozenset[int], frozenset[int]]:
+    def _operands(self, alt: Alt) -> tuple[tuple[frozenset[int], frozenset[int]], ...]:
         operands = product_operands(alt.chain)
         if operands is None or not alt.tag:
-            return _NONE, _NONE
-        outside, a_steps, b_steps = operands
-        bound = [self.variables_of(v for step in steps for v in step.inst.env.values() if isinstance(v, z3.ExprRef))
-                 for steps in (outside, a_steps, b_steps)]
-        return bound[1] - bound[0] - bound[2], bound[2] - bound[0] - bound[1]
+            return ()
+        bound = [_NONE.union(*[self._bound_by(step.inst) for step in steps]) for steps in operands]
+        from_a, from_b = product_components(alt)
+        return tuple((only, self.variables_of(gave)) for only, gave in (
+            (bound[1] - bound[0] - bound[2], from_a), (bound[2] - bound[0] - bound[1], from_b)) if only)
+
+    def _bound_by(self, inst) -> frozenset[int]:
+        """The variables an instance's environment binds, memoised per instance (the chains of
+        an obligation's alternatives share most of theirs)."""
+        known = self._instances.get(id(inst))
+        if known is None or known[0] is not inst:
+            known = self._instances[id(inst)] = (inst, self.variables_of(
+                v for v in inst.env.values() if isinstance(v, z3.ExprRef)))
+        return known[1]
 
     def variables_of(self, terms: Iterable[z3.ExprRef]) -> frozenset[int]:
         return _NONE.union(*[self.variables(t) for t in terms])
@@ -218,12 +225,11 @@ def query_slice(slicer: Slicer, q: Query) -> Slice | None:
     prop_vars = slicer.variables(q.violated)
     if not prop_vars:
         return None
-    tags = [*(q.lhs.tag or ()), *(q.rhs.tag or ())]
     uses = slicer.instance_variables(q.site, q.lhs_inst, q.rhs_inst)
-    blocked = slicer.variables_of(tags) | slicer.operand_only(q.lhs, prop_vars)
+    ignored = slicer.ignored(q.lhs, prop_vars)
     if q.rhs is not q.lhs:
-        blocked |= slicer.operand_only(q.rhs, prop_vars)
-    blocked = slicer.interned(blocked - prop_vars - uses)
+        ignored = ignored | slicer.ignored(q.rhs, prop_vars)
+    blocked = slicer.interned(ignored - prop_vars - uses)
     seeds = slicer.interned(prop_vars | uses)
     made = [slicer.part_slice(part, seeds, blocked) for part in (q.parts or (q.constraints,))]
     pieces = tuple(piece for piece, _size in made)
