@@ -29,6 +29,7 @@ from .chains import Alt, product_components, product_operands
 from .deferred import Deferred
 from .query import Query
 from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args
+from .smt import Instance
 
 _NONE: frozenset[int] = frozenset()
 
@@ -89,9 +90,9 @@ class Slicer:
         self._sets: dict[frozenset[int], frozenset[int]] = {}  # seeds and blocked sets, one object per content
         # (id(site), id(lhs instance), id(rhs instance)) -> (the instances, their variables)
         self._uses: dict[tuple[int, int, int], tuple[tuple, frozenset[int]]] = {}
+        self._instances: dict[int, tuple[Instance, frozenset[int]]] = {}  # id(instance) -> (it, `_bound_by`)
         # id(alt) -> (the alternative, its tag's variables, per operand of its outermost product:
         # (the variables only that operand's chain binds, those of the tag components it gave))
-        self._instances: dict[int, tuple[object, frozenset[int]]] = {}  # id(instance) -> (it, `_bound_by`)
         self._alts: dict[int, tuple[Alt, frozenset[int], tuple[tuple[frozenset[int], frozenset[int]], ...]]] = {}
 
     def ignored(self, alt: Alt, compared: frozenset[int]) -> frozenset[int]:
@@ -120,7 +121,7 @@ class Slicer:
         return tuple((only, self.variables_of(gave)) for only, gave in (
             (bound[1] - bound[0] - bound[2], from_a), (bound[2] - bound[0] - bound[1], from_b)) if only)
 
-    def _bound_by(self, inst) -> frozenset[int]:
+    def _bound_by(self, inst: Instance) -> frozenset[int]:
         """The variables an instance's environment binds, memoised per instance (the chains of
         an obligation's alternatives share most of theirs)."""
         known = self._instances.get(id(inst))
