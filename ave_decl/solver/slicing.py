@@ -20,8 +20,8 @@ set) can only cost proofs, never soundness.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple, TypeVar
 
 import z3
 
@@ -31,7 +31,19 @@ from .query import Query
 from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args
 from .smt import Instance
 
+T = TypeVar("T")
+
 _NONE: frozenset[int] = frozenset()
+
+
+def _per_object(table: dict[int, tuple], obj: object, make: Callable[[], T]) -> T:
+    """`make()` memoised in `table` per object, by id, the object kept with its entry (so the id
+    stays its own while the table lives); a slicer's instances, alternatives and constraint
+    lists are shared by an obligation's queries."""
+    known = table.get(id(obj))
+    if known is None or known[0] is not obj:
+        known = table[id(obj)] = (obj, make())
+    return known[1]
 
 
 class VariableSets:
@@ -83,17 +95,15 @@ class Slicer:
     def __init__(self, ctx: z3.Context, variables: VariableSets | None = None):
         self._cref = ctx.ref()
         self.variables = variables if variables is not None else VariableSets(ctx)
-        # id(part) -> (the part, its formulas, their variables, {(seeds, blocked): slice},
-        # {(id(seeds), id(blocked)) of interned sets: slice}, each formula's variables)
-        self._parts: dict[int, tuple[list, list, frozenset[int], dict, dict, list]] = {}
+        # id(part) -> (the part, (its formulas, their variables, {(seeds, blocked): slice},
+        # {(id(seeds), id(blocked)) of interned sets: slice}, each formula's variables))
+        self._parts: dict[int, tuple[list, tuple[list, frozenset[int], dict, dict, list]]] = {}
         self._interned: dict[tuple[int, ...], list[z3.BoolRef]] = {}  # one list per distinct slice (Z3 hash-conses)
         self._sets: dict[frozenset[int], frozenset[int]] = {}  # seeds and blocked sets, one object per content
-        # (id(site), id(lhs instance), id(rhs instance)) -> (the instances, their variables)
-        self._uses: dict[tuple[int, int, int], tuple[tuple, frozenset[int]]] = {}
         self._instances: dict[int, tuple[Instance, frozenset[int]]] = {}  # id(instance) -> (it, `_bound_by`)
         # id(alt) -> (the alternative, its tag's variables, per operand of its outermost product:
         # (the variables only that operand's chain binds, those of the tag components it gave))
-        self._alts: dict[int, tuple[Alt, frozenset[int], tuple[tuple[frozenset[int], frozenset[int]], ...]]] = {}
+        self._alts: dict[int, tuple[Alt, tuple[frozenset[int], tuple[tuple[frozenset[int], frozenset[int]], ...]]]] = {}
 
     def ignored(self, alt: Alt, compared: frozenset[int]) -> frozenset[int]:
         """Variables of `alt` a slice need not keep, for a property over `compared`: its tag's,
@@ -103,10 +113,7 @@ class Slicer:
         operands' chains (K and V, with their loads, stores and lanes) were most of each slice
         (production attention: Z3's time on the broadcasts' slices 1.06 -> 0.18 s). Memoised per
         alternative, which an obligation's queries share."""
-        known = self._alts.get(id(alt))
-        if known is None or known[0] is not alt:
-            known = self._alts[id(alt)] = (alt, self.variables_of(alt.tag or ()), self._operands(alt))
-        _alt, out, operands = known
+        out, operands = _per_object(self._alts, alt, lambda: (self.variables_of(alt.tag or ()), self._operands(alt)))
         for only, gave in operands:
             if not gave & compared:
                 out = out | only
@@ -124,11 +131,8 @@ class Slicer:
     def _bound_by(self, inst: Instance) -> frozenset[int]:
         """The variables an instance's environment binds, memoised per instance (the chains of
         an obligation's alternatives share most of theirs)."""
-        known = self._instances.get(id(inst))
-        if known is None or known[0] is not inst:
-            known = self._instances[id(inst)] = (inst, self.variables_of(
-                v for v in inst.env.values() if isinstance(v, z3.ExprRef)))
-        return known[1]
+        return _per_object(self._instances, inst, lambda: self.variables_of(
+            v for v in inst.env.values() if isinstance(v, z3.ExprRef)))
 
     def variables_of(self, terms: Iterable[z3.ExprRef]) -> frozenset[int]:
         return _NONE.union(*[self.variables(t) for t in terms])
@@ -138,16 +142,11 @@ class Slicer:
         before by identity (an obligation's queries repeat a few of them hundreds of times)."""
         return self._sets.setdefault(variables, variables)
 
-    def instance_variables(self, *instances) -> frozenset[int]:
-        """The variables the instances' environments bind, memoised per tuple of instances (an
-        obligation's queries share theirs; slicing runs after its queries are built, so no
-        environment changes meanwhile, and a stale set would only cost proofs)."""
-        key = tuple(id(inst) for inst in instances)
-        hit = self._uses.get(key)
-        if hit is None or any(a is not b for a, b in zip(hit[0], instances)):
-            found = self.variables_of(v for inst in instances for v in inst.env.values() if isinstance(v, z3.ExprRef))
-            hit = self._uses[key] = (instances, found)
-        return hit[1]
+    def instance_variables(self, *instances: Instance) -> frozenset[int]:
+        """The variables the instances' environments bind (`_bound_by`: slicing runs after an
+        obligation's queries are built, so no environment changes meanwhile, and a stale set
+        would only cost proofs)."""
+        return _NONE.union(*[self._bound_by(inst) for inst in instances])
 
     def part_slice(self, part: list, seeds: frozenset[int], blocked: frozenset[int]) -> tuple[list[z3.BoolRef], int]:
         """`connected` of one part of queries' constraints (deferred kills left out), made once
@@ -156,12 +155,7 @@ class Slicer:
         equal slices are recognised by identity before any digest; and how many formulas the
         part has without its deferred kills. `seeds` and `blocked` from `interned` are
         recognised by identity."""
-        known = self._parts.get(id(part))
-        if known is None or known[0] is not part:
-            formulas = [c for c in part if not isinstance(c, Deferred)]
-            each = [self.variables(c) for c in formulas]
-            known = self._parts[id(part)] = (part, formulas, _NONE.union(*each), {}, {}, each)
-        _part, formulas, present, slices, by_identity, each = known
+        formulas, present, slices, by_identity, each = _per_object(self._parts, part, lambda: self._part_entry(part))
         seen = by_identity.get((id(seeds), id(blocked)))
         if seen is not None and seen[0] is seeds and seen[1] is blocked:
             return seen[2], len(formulas)
@@ -173,6 +167,11 @@ class Slicer:
             hit = slices[key] = self._interned.setdefault(tuple(_ast_id(c, f.as_ast()) for f in made), made)
         by_identity[(id(seeds), id(blocked))] = (seeds, blocked, hit)
         return hit, len(formulas)
+
+    def _part_entry(self, part: list) -> tuple[list, frozenset[int], dict, dict, list]:
+        formulas = [c for c in part if not isinstance(c, Deferred)]
+        each = [self.variables(c) for c in formulas]
+        return formulas, _NONE.union(*each), {}, {}, each
 
     def connected(self, constraints: list[z3.BoolRef], seeds: frozenset[int], blocked: frozenset[int],
                   variables: list[frozenset[int]] | None = None) -> list[z3.BoolRef]:

@@ -450,8 +450,9 @@ class KernelSolver:
         return None if known is None else known[1]
 
     def _identity(self, formulas: list[z3.BoolRef]) -> tuple[int, ...]:
-        """The AST ids of a query's formulas: what `_decided` knows a query by. Why: obligations restart their instances' names (Encoder.restart_names), so
-        two obligations that pose the same query build the same terms, and the check decides it
+        """The AST ids of a query's formulas: what `_decided` knows a query by. Why: obligations
+        restart their instances' names (Encoder.restart_names), so two obligations that pose the
+        same query build the same terms, and the check decides it
         once (speed/gemm_mma_pipelined's 16 K-distinctness obligations pose 40 distinct queries
         160 times: four accumulators per A operand). Ids, not a content digest: cheaper than the
         proof memo's key, and whether the memo is on or not."""
