@@ -38,9 +38,10 @@ def test_packed_constructs_are_the_element_moves_they_mean():
     assert "lo[0] = w0[0]\n" in text and "lo[1] = w1[0]\n" in text  # v_perm_b32 0x05040100
     assert "hi[0] = w0[1]\n" in text and "hi[1] = w1[1]\n" in text  # 0x07060302
     assert "for av_part in range(8):\n                av[av_part] = A[bm + r, kt + c + av_part]" in text
-    # a u32 view element (n, c) of Bt is Bt's bf16 elements 2 * (32 n + c) + j
-    assert "Bt[(2 * (32 * (2 * j) + i) + Bt_part) // 64, (2 * (32 * (2 * j) + i) + Bt_part) % 64] = lo[Bt_part]" \
-        in text
+    # a u32 view element (n, c) of Bt is Bt's bf16 elements (n, 2c + j): the view shares Bt's rows,
+    # so only the last index is scaled (no division for the solver to undo)
+    assert "Bt[2 * j, 2 * i + Bt_part] = lo[Bt_part]" in text
+    assert "b[b_part] = Bt[w % 2 * 32 + lane % 32, 4 * (ks // 4 + lane // 32) + b_part]" in text  # bf16x4 view
 
 
 def test_a_wrong_perm_selector_is_caught_at_the_mfma_and_replayed():
@@ -220,3 +221,31 @@ def test_a_swizzle_on_the_stores_only_of_the_packed_gemm_is_a_violation_not_an_e
     bad = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
     assert k.verdict == Verdict.VIOLATION and "ave/tag-assert" in {f.invariant for f in bad}
     assert all(f.replay["confirmed"] for f in bad), [(f.invariant, f.replay) for f in bad]
+
+
+def test_an_index_past_a_views_row_is_out_of_bounds_even_where_the_storage_has_room():
+    """A u32 view (4, 32) of bf16 (4, 64) shares the storage's rows: W[r, 32] is S[r, 64, 65], out
+    of bounds, not the next row's first word (the desugaring keeps shared leading indices as they
+    stand and scales the last one, so the solver compares plain coordinates)."""
+    text = """@kernel(grid=(1,), block=128, wave=64)
+def k(A: Tensor[bf16, (128, 2)], C: Tensor[bf16, (128, 2)]):
+    tag(A, lambda r, c: (r, c), "A")
+    tag(C, lambda r, c: (r, c), "C")
+    t = thread_id(0)
+    S = shared(bf16, (4, 64))
+    W = view(S, u32, (4, 32))
+    a = load_vec(A[t, 0], 2)
+    W[t // 32, t % 32 + 1] = bitcast(a, u32)
+    syncthreads()
+    v = bitcast(W[t // 32, t % 32], bf16x2)
+    C[t, 0] = v[0]
+    C[t, 1] = v[1]
+"""
+    assert "S[t // 32, 2 * (t % 32 + 1) + S_part]" in printer.kernel(parse_text(text).kernels[0])
+    bad = _errors(text)
+    assert {f.invariant for f in bad} >= {"ave/buffer-bounds"}, [(f.invariant, f.message) for f in bad]
+    (oob,) = [f for f in bad if f.invariant == "ave/buffer-bounds"]
+    assert "outside S of shape (4, 64)" in oob.message and oob.replay["confirmed"], (oob.message, oob.replay)
+    fixed = text.replace("W[t // 32, t % 32 + 1] =", "W[t // 32, t % 32] =")
+    (k,) = ave_decl.check(fixed, path="k.ave").kernels
+    assert k.verdict == Verdict.VERIFIED, [(f.invariant, f.message) for f in k.findings if f.verdict != "VERIFIED"]

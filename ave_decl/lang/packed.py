@@ -20,6 +20,7 @@ bits are not an element any tag could name. `perm` (AMD `v_perm_b32`) and `prmt`
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -96,6 +97,7 @@ class _View:
     packed: Packed  # what one view element holds (its parts are storage elements)
     shape: tuple[int, ...]
     strides: tuple[int, ...]
+    prefix: int  # leading dimensions the view shares with its storage (see `_shared_prefix`)
 
 
 def _err(msg: str, node) -> FrontEndError:
@@ -139,6 +141,20 @@ def _mul(k: int, a: A.Expr, sp) -> A.Expr:
     if k == 0:
         return A.Int(0, sp)
     return A.BinOp("*", A.Int(k, sp), a, sp) if not isinstance(a, A.Int) else A.Int(k * a.value, sp)
+
+
+def _shared_prefix(shape: tuple[int, ...], dims: tuple[int, ...], k: int) -> int:
+    """How many leading dimensions a row-major view shares with its storage: the longest p with
+    the same leading extents whose remaining dimensions hold the same number of storage elements
+    (a u32 view (2, 128, 16) of bf16 (2, 128, 32): 2). Those indices are the storage's coordinates
+    as they stand, so only the rest is unravelled: a packed store's page and row stay plain terms
+    (the solver compares them without division, and a slice of the storage is recognisable), and
+    an index past a view dimension there lands outside the storage's row (ave/buffer-bounds)
+    instead of wrapping into the next one."""
+    for p in range(min(len(shape), len(dims) - 1), 0, -1):
+        if shape[:p] == dims[:p] and k * math.prod(shape[p:]) == math.prod(dims[p:]):
+            return p
+    return 0
 
 
 def _unravel(offset: A.Expr, dims: tuple[int, ...], sp) -> tuple[A.Expr, ...]:
@@ -332,7 +348,8 @@ class _Rewriter:
             raise _err(f"the view holds {total * k} {st.dtype} elements; {base.id} has {storage_total}",
                        call.args[2])
         strides = self._strides(call.kwarg("layout"), shape)
-        self.views[target.id] = _View(base.id, dims, Packed(st.dtype, k, dt.id), shape, strides)
+        prefix = _shared_prefix(shape, dims, k) if strides == _strides(shape, col=False) else 0
+        self.views[target.id] = _View(base.id, dims, Packed(st.dtype, k, dt.id), shape, strides, prefix)
 
     def _strides(self, e: A.Expr | None, shape: tuple[int, ...]) -> tuple[int, ...]:
         """A view's element order: row_major (the default) or col_major of its shape. (A swizzled
@@ -487,13 +504,15 @@ class _Rewriter:
         if len(e.indices) != len(v.shape):
             raise _err(f"the view has {len(v.shape)} dimensions; {len(e.indices)} indices given", e)
         sp = e.span
+        p = v.prefix
+        lead = tuple(self.expr(i) for i in e.indices[:p])
         off: A.Expr = A.Int(0, sp)
-        for i, stride in zip(e.indices, v.strides):
+        for i, stride in zip(e.indices[p:], v.strides[p:]):
             off = _add(off, _mul(stride, self.expr(i), sp), sp)
         k = v.packed.n
         base = _mul(k, off, sp)
-        return _uniform(v.packed, lambda j: A.Subscript(A.Name(v.storage, sp), _unravel(_add(base, j, sp), v.dims, sp),
-                                                        sp, lanes=k), sp)
+        return _uniform(v.packed, lambda j: A.Subscript(
+            A.Name(v.storage, sp), (*lead, *_unravel(_add(base, j, sp), v.dims[p:], sp)), sp, lanes=k), sp)
 
     def _run(self, ref: A.Expr, n: int, what: str, shown: str) -> _Parts:
         """B[i, ..., c + j] for j < n: n consecutive elements along B's last dimension."""
