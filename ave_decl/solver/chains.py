@@ -19,8 +19,9 @@ from ..lang.parser import parse_expression
 from .cross_arm import CrossArm, Plan
 from .deferred import Deferred
 from .raw_terms import compare, conjunction, int_binary, negation, numeral
+from .slice_cover import SliceCovers
 from .smt import Encoder, Instance, as_int
-from .unwritten import Unwritten, offsets
+from .unwritten import Unwritten
 
 MAX_DEPTH = 24
 KILL_DEPTH = 3  # later iterations instantiated per overwriting store, at least (see kill_depth)
@@ -172,7 +173,7 @@ class Expander:
         self.selects = {v for _k, v, op in view.kf.relation("value_op") if op == "select"}
         self.index_expr = {v: e for _k, v, e in view.kf.relation("value_expr")}
         self._memo: dict[tuple, tuple[Instance, list[Alt]]] = {}
-        self._slices: dict[tuple[int, int], bool] = {}
+        self.covers = SliceCovers(view, enc, self.data_guarded)
         self.kill_depths = kill_depths(view)
         self.unwritten = Unwritten(view, enc, self.data_guarded, self.kill_depths)
         steps = {(la, sa) for _k, la, sa, _n in derived.get("chain_step", [])}
@@ -424,16 +425,24 @@ class Expander:
                 # the three: statement ids are in program order), so all of them run in between
                 out.append(negation(self._first_iteration_kill(other, writer, load, reader)))
                 continue
+            if other.stmt in self.data_guarded:  # whether it ran at all depends on data
+                continue
             depth = self.kill_depths.get(store.buffer, KILL_DEPTH)
             for h in other_loops:
+                group = self._slice_group(other, load, h)
+                if group is not None and group[0] is not other:
+                    continue  # the group's first store kills by the slice, for all of them
+                members = group or (other,)
                 step = self.enc.nodes[self.view.loops[h].step].value
                 writer_j = writer.env.get(f"loop:{h}") if h in writer_set else None
                 if h in reader_set:
                     i = reader.env[f"loop:{h}"]
-                    same_iter_ok = other.stmt < load.stmt  # program order inside one iteration
+                    # program order inside one iteration
+                    same_iter_ok = all(m.stmt < load.stmt for m in members)
                     if writer_j is not None and h in same_iteration:
                         # writer and reader share this iteration: only a later statement of it can kill
-                        candidates = [i] if same_iter_ok and other.stmt > store.stmt else []
+                        later = all(m.stmt > store.stmt for m in members)
+                        candidates = [i] if same_iter_ok and later else []
                     else:  # i - m * step
                         candidates = [int_binary("sub", i, numeral(m * step, ctx))
                                       for m in range(0 if same_iter_ok else 1, depth + 1)]
@@ -445,7 +454,10 @@ class Expander:
                 if writer_j is not None and h not in same_iteration:  # writer_j + m * step
                     candidates += [int_binary("add", writer_j, numeral(m * step, ctx)) for m in range(1, depth + 1)]
                 for j2 in candidates:
-                    out.append(negation(self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)))
+                    kill = (self._slice_kill(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)
+                            if group is not None else
+                            self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader))
+                    out.append(negation(kill))
         return out
 
     def _first_iteration_kill(self, other, writer: Instance, load, reader: Instance) -> z3.BoolRef:
@@ -481,8 +493,6 @@ class Expander:
                reader: Instance) -> z3.BoolRef:
         """`other` runs at iteration j2 of loop h (the writer's thread, same outer iterations)
         after the writer and before the reader, and writes the element the reader reads."""
-        if self._slice_cover(other, h):
-            return self._slice_kill(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)
         given: dict[int, z3.ArithRef] = {}
         claimed: set[int] = set()
         names = self._loop_names(writer.stmt)
@@ -550,44 +560,17 @@ class Expander:
         info = self.view.loops[h]
         return info.lo, info.hi, info.step
 
-    def _slice_cover(self, other, h: int) -> bool:
-        """Each iteration of loop h, the store writes every element of one slice of its buffer
-        (all elements whose first coordinate equals a value that depends only on loop h and the
-        loops around it), exactly once over the threads and the loops inside h; its guards depend
-        only on those outer loops too. Checked by enumeration, cached. A multi-stage refill
-        (`S[stage, r, c]`) is the case this is for: it overwrites a whole stage, whoever the thread."""
-        key = (other.aid, h)
-        if key not in self._slices:
-            self._slices[key] = self._check_slice_cover(other, h)
-        return self._slices[key]
-
-    def _check_slice_cover(self, other, h: int) -> bool:
-        import numpy as np
-
-        from ..hw.expr import symbols
-
-        table = self.view.kf.table
-        if other.kind != "store" or len(other.coords) < 2 or other.buffer not in self.view.bijective:
-            return False
-        loops = self.view.enclosing_loops(other.stmt)
-        if h not in loops:
-            return False
-        uniform = {f"loop:{g}" for g in loops[:loops.index(h) + 1]}
-        ok_uniform = lambda names: all(n in uniform or n.startswith("size:") for n in names)  # noqa: E731
-        if not ok_uniform(symbols(table, other.coords[0])):
-            return False
-        if not all(ok_uniform(symbols(table, c)) for c, _p in self.view.all_guards(other.stmt)):
-            return False
-        flat = offsets(self.view, self.enc, other, loops[loops.index(h) + 1:])
-        if flat is None:
-            return False
-        size = int(np.prod([self.enc.nodes[e].value for e in self.view.dims[other.buffer][1:]]))
-        return bool(flat.size == size and np.array_equal(np.sort(flat), np.arange(size)))
+    def _slice_group(self, other, load, h: int):
+        """The stores (`other` among them) that together overwrite, each iteration of loop h, the
+        whole slice of the buffer the load reads through the same coordinates (slice_cover.py)."""
+        if load.buffer != other.buffer or len(load.coords) != len(other.coords):
+            return None
+        return self.covers.group(other, h)
 
     def _slice_kill(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
                     reader: Instance) -> z3.BoolRef:
-        """The slice store at iteration j2 of h definitely overwrote the element read: it runs (guard,
-        range, order) and its slice is the one the element lies in."""
+        """The slice stores at iteration j2 of h (`other`'s group) definitely overwrote the element
+        read: they run (guards, range, order) and their slice is the one the element lies in."""
         env = dict(reader.env)
         reader_loops = self.loops_of(load.stmt)[1]
         for g in self.loops_of(h)[0]:

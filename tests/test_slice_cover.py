@@ -1,0 +1,92 @@
+"""Kills by slice covering (solver/slice_cover.py, chains.Expander.not_overwritten): a stage that
+a *group* of stores refills together each iteration kills what an earlier store left there,
+whichever thread wrote it; a group that misses part of the stage, or a store under a condition on
+data, kills nothing, and the stale value it leaves is a replayed violation."""
+from __future__ import annotations
+
+import ave_decl
+from ave_decl.report.model import Verdict
+from ave_decl.solver import slice_cover
+
+# The prologue fills stage 0 with one thread mapping (t, 128 + t); the loop refills a stage per
+# iteration with another (2t, 2t + 1), by two stores neither of which covers the stage alone. The
+# read of stage 0 at iteration 2 sees the refill of iteration 1, not the prologue's value: only a
+# kill by the pair (any thread) says so, since thread t's own refill writes other elements.
+REFILL = """@kernel(grid=(N // 1024,), block=128, wave=64, reference="C = A")
+def refill_pairs(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 1024 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 1024
+    S = shared(f32, (2, 256))
+    S[0, t] = A[base + t]
+    S[0, 128 + t] = A[base + 128 + t]
+    for it in range(4):
+        syncthreads()
+        if it + 1 < 4:
+            S[(it + 1) % 2, 2 * t] = A[base + (it + 1) * 256 + 2 * t]
+            S[(it + 1) % 2, 2 * t + 1] = A[base + (it + 1) * 256 + 2 * t + 1]
+        C[base + it * 256 + t] = S[it % 2, t]
+        C[base + it * 256 + 128 + t] = S[it % 2, 128 + t]
+        syncthreads()
+"""
+ODD = "S[(it + 1) % 2, 2 * t + 1] = A[base + (it + 1) * 256 + 2 * t + 1]"
+
+
+def _kernel(text: str, confirm: bool = True):
+    (k,) = ave_decl.check(text, path="k.ave", confirm=confirm).kernels
+    return k
+
+
+def _errors(k) -> list:
+    return [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.severity == "error"]
+
+
+def test_a_stage_refilled_by_two_stores_together_kills_the_prologues_value(monkeypatch):
+    found: dict[tuple[int, int], tuple[int, ...] | None] = {}
+    find = slice_cover.SliceCovers._find
+
+    def recording(self, store, h):
+        group = find(self, store, h)
+        found[(store.stmt, h)] = group and tuple(a.stmt for a in group)
+        return group
+
+    monkeypatch.setattr(slice_cover.SliceCovers, "_find", recording)
+    k = _kernel(REFILL, confirm=False)
+    assert k.verdict == Verdict.VERIFIED, [(f.invariant, f.message) for f in k.findings if f.verdict != "VERIFIED"]
+    groups = {g for g in found.values() if g}
+    assert len(groups) == 1 and len(next(iter(groups))) == 2, found  # the two refill stores, together
+
+
+def test_a_group_that_misses_half_the_stage_leaves_a_stale_value_that_replays():
+    text = REFILL.replace(ODD, "S[(it + 1) % 2, 2 * t] = A[base + (it + 1) * 256 + 2 * t]")
+    bad = [f for f in _errors(_kernel(text)) if f.invariant == "ave/epilogue-placement"]
+    assert bad and all(f.replay["confirmed"] for f in bad), [(f.message, f.replay) for f in bad]
+    # an odd element of stage 0 still holds the prologue's tile at iteration 2
+    assert any("tagged A(1,) at C coordinates (513,)" in f.message for f in bad), [f.message for f in bad]
+
+
+def test_a_wrong_part_in_the_writers_own_iteration_is_still_caught():
+    """The group's other store, in the writer's own iteration, wrote another part of the stage:
+    it must not kill the writer's value (a kill at that iteration would hide this bug)."""
+    text = REFILL.replace(ODD, "S[(it + 1) % 2, 2 * t + 1] = A[base + (it + 1) * 256 + 2 * t]")
+    bad = [f for f in _errors(_kernel(text)) if f.invariant == "ave/epilogue-placement"]
+    assert bad and bad[0].replay["confirmed"], [(f.message, f.replay) for f in bad]
+
+
+def test_a_refill_under_a_condition_on_data_kills_nothing():
+    """Whether `if M[...] > 0` refills the stage depends on data: it kills nothing, so the stale
+    tile it may leave is never VERIFIED (the replay's data need not take that branch: UNKNOWN)."""
+    single = (REFILL.replace("A: Tensor[f32, (N,)], C", "A: Tensor[f32, (N,)], M: Tensor[f32, (N,)], C")
+              .replace("    S[0, 128 + t] = A[base + 128 + t]\n", "")
+              .replace("    S[0, t] = A[base + t]\n", "    S[0, t] = A[base + t]\n    S[0, 128 + t] = A[base + 128 + t]\n")
+              .replace("            S[(it + 1) % 2, 2 * t] = A[base + (it + 1) * 256 + 2 * t]\n            " + ODD + "\n",
+                       "            S[(it + 1) % 2, t] = A[base + (it + 1) * 256 + t]\n"
+                       "            S[(it + 1) % 2, 128 + t] = A[base + (it + 1) * 256 + 128 + t]\n"))
+    assert _kernel(single, confirm=False).verdict == Verdict.VERIFIED
+    guarded = single.replace("        if it + 1 < 4:\n", "        if it + 1 < 4:\n          if M[base + t] > 0.0:\n")
+    assert guarded != single
+    k = _kernel(guarded)
+    assert k.verdict != Verdict.VERIFIED
+    assert any(f.invariant == "ave/epilogue-placement" and f.verdict != Verdict.VERIFIED for f in k.findings)
