@@ -181,7 +181,15 @@ def test_point_cap_is_a_count():
     solver, q, variables = _k_pairing_query()
     s = solver.enc.query_solver(10_000, solver.formulas(q))
     capped = enumerate_points(s, variables, max_points=10)
-    assert len(capped.points) == 10 and not capped.complete and capped.calls == 11
+    assert len(capped.points) == 10 and not capped.complete
+    solver, q, variables = _k_pairing_query()
+    full = enumerate_points(solver.enc.query_solver(10_000, solver.formulas(q)), variables)
+    assert capped.points < full.points  # ten of the points, each checked
+    # a cap the set fits in exactly: complete (no point beyond it)
+    solver, q, variables = _k_pairing_query()
+    exact = enumerate_points(solver.enc.query_solver(10_000, solver.formulas(q)), variables,
+                             max_points=len(full.points))
+    assert exact.complete and exact.points == full.points
 
 
 def test_wall_clock_stop_is_flagged_not_counted():

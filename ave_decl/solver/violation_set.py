@@ -2,7 +2,7 @@
 
 After a violation is found, the query is projected on a few bounded variables (for a matrix
 instruction: the A operand's lane and value slot; for an assertion: the thread and slot) and
-every violating point is enumerated with blocking clauses on an incremental solver. The set is
+every violating point is enumerated on an incremental solver, by splitting boxes of values. The set is
 then minimised with Espresso into cubes and described in words, e.g.
 "32 of 256 (lane, value) pairs: lane 32-63; value 2-3".
 
@@ -14,6 +14,7 @@ set is "at least N" only when that budget ran out. A call stopped by the wall cl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import product
 
 import z3
 from pyeda.boolalg.expr import Complement
@@ -42,42 +43,84 @@ class Enumeration:
     rlimit: int  # resource units spent
 
 
+LEAF_POINTS = 4  # a box this small is checked point by point
+
+
 def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int = ENUM_TOTAL_RLIMIT,
                      call_rlimit: int = ENUM_CALL_RLIMIT, max_points: int = ENUM_MAX_POINTS) -> Enumeration:
-    """Every assignment of `variables` that extends to a model, within a deterministic budget.
-    The solver searches without Hermite-normal-form cuts (as the budgeted proof attempts do,
-    smt.Encoder.quick_check): a complete set is the same set whatever the search, and each
-    call finds its next point with less work (production attention's PV-layout K-pairing sets
-    0.57x, the other examples' 0.93-0.99x; docs/performance.md, Session 26)."""
+    """Every assignment of `variables` that extends to a model, within a deterministic budget, by
+    splitting boxes of their values: a box is checked with its ranges as assumptions (UNSAT: no
+    point there, in one call), a SAT box is halved along its widest variable, and a box of at most
+    LEAF_POINTS points is checked point by point (each SAT one a point, with no model taken).
+    Why not one model per point with a blocking clause: building a model cost more than the check
+    on the examples' thread sets (~0.35 ms each), every check carried all the blocking clauses, and
+    the sets are mostly boxes (gemm_tail_unmasked_store 0.44 -> 0.24 s, gemm_helpers_b_offset
+    0.74 -> 0.33 s; docs/performance.md, Session 29). The solver searches without
+    Hermite-normal-form cuts (as the budgeted proof attempts do, smt.Encoder.quick_check). Past
+    `max_points` the set is "at least N" only if one more point exists; a spent budget makes it
+    "at least N"; a call stopped by the wall clock instead flags the result (its count would
+    depend on load)."""
     points: set[tuple[int, ...]] = set()
     solver.set("arith.enable_hnf", False)
     for v in variables:
         solver.add(v.term >= 0, v.term < v.size)
-    start, used = rlimit_count(solver), 0
-    calls = 0
-    complete = wall_clock = False
-    limit = 0
-    while used < total_rlimit:
+    start, used, calls, limit = rlimit_count(solver), 0, 0, 0
+    complete, wall_clock = True, False
+    boxes: list[tuple[tuple[int, int], ...]] = [tuple((0, v.size) for v in variables)]
+    while boxes:
+        box = boxes.pop()
+        if _points_in(box) <= LEAF_POINTS and _points_in(box) > 1:
+            boxes.extend(reversed([tuple((x, x + 1) for x in p) for p in product(*[range(lo, hi) for lo, hi in box])]))
+            continue
+        if used >= total_rlimit:
+            complete = False  # the budget is spent: "at least N"
+            break
         if limit != min(call_rlimit, total_rlimit - used):  # set only when it changes (near the end)
             limit = min(call_rlimit, total_rlimit - used)
             solver.set("rlimit", limit)
         before = used
-        result = solver.check()
+        result = solver.check(*_inside(box, variables))
         calls += 1
         used = rlimit_count(solver) - start
         if result == z3.unsat:
-            complete = True
-            break
+            continue
         if result != z3.sat:
+            complete = False
             wall_clock = stopped_by_wall_clock(solver, used - before, limit)
             break
         if len(points) >= max_points:
-            break  # one more point exists beyond the cap
-        m = solver.model()
-        point = tuple(m.eval(v.term, model_completion=True).as_long() for v in variables)
-        points.add(point)
-        solver.add(z3.Or(*[v.term != p for v, p in zip(variables, point)]))
+            complete = False  # one more point exists beyond the cap
+            break
+        if _points_in(box) == 1:
+            points.add(tuple(lo for lo, _hi in box))
+            continue
+        widest = max(range(len(box)), key=lambda i: box[i][1] - box[i][0])
+        lo, hi = box[widest]
+        mid = (lo + hi) // 2
+        boxes.append(box[:widest] + ((mid, hi),) + box[widest + 1:])
+        boxes.append(box[:widest] + ((lo, mid),) + box[widest + 1:])  # the lower half first
     return Enumeration(frozenset(points), complete, wall_clock, calls, used)
+
+
+def _points_in(box: tuple[tuple[int, int], ...]) -> int:
+    n = 1
+    for lo, hi in box:
+        n *= hi - lo
+    return n
+
+
+def _inside(box: tuple[tuple[int, int], ...], variables: list[Var]) -> list[z3.BoolRef]:
+    """The box as assumptions: each variable's value, or the bounds its range does not give."""
+    out: list[z3.BoolRef] = []
+    for v, (lo, hi) in zip(variables, box):
+        if hi - lo == 1:
+            out.append(v.term == lo)
+            continue
+        if lo > 0:
+            out.append(v.term >= lo)
+        if hi < v.size:
+            out.append(v.term < hi)
+    return out
 
 
 def describe(points: set[tuple[int, ...]] | frozenset[tuple[int, ...]], variables: list[Var],
