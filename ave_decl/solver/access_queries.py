@@ -54,6 +54,7 @@ class AccessQueries:
             key = (carrier, h, d, left, x)
             rows[key] = min(st, rows.get(key, 2))
         self.crossing_cap = ASYNC_CROSSINGS if view.kf.relation("async_wait_group") else 1
+        self._store_lanes: dict = {}  # lane_split.write_once_proved's per-store parts
 
     # ------------------------------------------------------------ helpers
     def _access_alt(self, aid: int, inst: Instance, role: str, coords=None) -> Alt:
@@ -110,7 +111,7 @@ class AccessQueries:
 
     # ---------------------------------------------------- output coverage
     def write_once(self, a1: int, a2: int) -> list[Query]:
-        if write_once_proved(self.enc, a1, a2):
+        if write_once_proved(self.enc, a1, a2, self._store_lanes):
             return []  # decided by enumerating lanes (lane_split.py): no query for Z3
         s1, s2 = self.view.accesses[a1], self.view.accesses[a2]
         i1 = self.enc.new_instance(s1.stmt, "w1")

@@ -14,6 +14,7 @@ output-coverage question "can two store instances write one element?" (`write_on
 from __future__ import annotations
 
 from math import gcd, prod
+from typing import NamedTuple
 
 import numpy as np
 
@@ -123,10 +124,20 @@ def _row_keys(image: np.ndarray, lows: list[int], highs: list[int]) -> np.ndarra
     return np.ascontiguousarray(image).view(np.dtype((np.void, image.dtype.itemsize * image.shape[1]))).ravel()
 
 
-def write_once_proved(enc: Encoder, a1: int, a2: int) -> bool:
+class _StoreLanes(NamedTuple):
+    """One store's part of `write_once_proved`, the same for every pair it is in."""
+    image: np.ndarray  # per (thread, constant-loop point): the lane part of each coordinate
+    key_rows: list[list[tuple[str, int]]]  # per coordinate: (key, coefficient) of its shared part
+    fixed: list[list[tuple[int, int]]]  # per coordinate: terms of sizes alone
+    keys: set[str]  # what names an instance: grid block ids and symbolic loops' variables
+
+
+def write_once_proved(enc: Encoder, a1: int, a2: int,
+                      memo: dict[int, _StoreLanes | None] | None = None) -> bool:
     """True when no two distinct instances of the stores `a1` and `a2` (the same store when equal)
     can write one element, decided without Z3; False when undecided (Z3 then decides, and finds
-    the counterexample of a real collision).
+    the counterexample of a real collision). `memo`: each store's part, per access, for a
+    kernel's pairs (speed/gemm_mma_pipelined asks 136 pairs of 16 stores).
 
     For each coordinate d, e_d = A_d(s) + B_d(l). The shared parts of two instances differ by
     sum_i c_i * (k_i - k_i'), a multiple of g_d = gcd(c_i), over the keys k_i that name an
@@ -139,52 +150,24 @@ def write_once_proved(enc: Encoder, a1: int, a2: int) -> bool:
     coefficients' matrix has a nontrivial kernel). Guards only remove instances: a proof over
     all of them covers the guarded ones."""
     view: KernelView = enc.view
-    table = view.kf.table
     stores = [view.accesses[a1], view.accesses[a2]]
     dims = len(stores[0].coords)
     if any(s.kind != "store" for s in stores) or len(stores[1].coords) != dims:
         return False
-    grid_keys = {f"bid:{d}" for d, (grid, _b) in enumerate(view.launch)
-                 if not (enc.nodes[grid].op == "const" and enc.nodes[grid].value == 1)}
-    images: list[np.ndarray] = []
-    key_rows: list[list[tuple[str, int]]] = [[] for _ in range(dims)]
-    fixed_terms: list[list[list[tuple[int, int]]]] = []  # per store, per coordinate: terms of sizes alone
-    lows, highs = [0] * dims, [0] * dims
-    keys: set[str] = set()
+    memo = {} if memo is None else memo
+    parts = []
     for acc in stores:
-        domain = _lane_axes(enc, acc.stmt)
-        if domain is None:
+        if acc.aid not in memo:
+            memo[acc.aid] = _store_lanes(enc, acc)
+        if memo[acc.aid] is None:
             return False
-        env, symbolic = domain
-        keys = grid_keys | symbolic
-        points = next(iter(env.values())).shape[0]
-        if points == 0:
-            return False  # never runs: Z3 says so with the loop bounds
-        values, fixed = [], []
-        for d, c in enumerate(acc.coords):
-            names = symbols(table, c)
-            shared = {n for n in names if n in keys or n.startswith(("size:", "bid:"))}
-            if names - shared - set(env):
-                return False  # an index-tensor read, or a name no lane or key binds
-            terms = shared_terms(table, c, shared)
-            if terms is None:
-                return False
-            fixed.append(sorted((coef, t) for coef, t in terms if table.nodes[t].name not in keys
-                                or table.nodes[t].op != "sym"))
-            for coef, t in terms:
-                node = table.nodes[t]
-                if node.op == "sym" and node.name in keys:
-                    key_rows[d].append((node.name, coef))
-                elif symbols(table, t) & keys:
-                    return False  # a key inside a larger term: not a plain linear shared part
-            lane = evaluate(table, c, {**env, **{n: 0 for n in shared}})
-            b = np.broadcast_to(np.asarray(lane, dtype=np.int64), (points,))
-            values.append(b)
-            lo, hi = int(b.min()), int(b.max())
-            lows[d], highs[d] = (lo, hi) if not images else (min(lows[d], lo), max(highs[d], hi))
-        images.append(np.stack(values, axis=1))
-        fixed_terms.append(fixed)
-    if fixed_terms[0] != fixed_terms[1]:
+        parts.append(memo[acc.aid])
+    keys = parts[1].keys
+    images = [p.image for p in parts]
+    key_rows = [[*parts[0].key_rows[d], *parts[1].key_rows[d]] for d in range(dims)]
+    lows = [int(min(p.image[:, d].min() for p in parts)) for d in range(dims)]
+    highs = [int(max(p.image[:, d].max() for p in parts)) for d in range(dims)]
+    if parts[0].fixed != parts[1].fixed:
         return False  # different size-only offsets: they do not cancel
     for d, row in enumerate(key_rows):
         step = 0
@@ -208,3 +191,44 @@ def write_once_proved(enc: Encoder, a1: int, a2: int) -> bool:
         for name, coef in row:
             matrix[d, columns.index(name)] += coef
     return int(np.linalg.matrix_rank(matrix)) == len(columns)
+
+
+def _store_lanes(enc: Encoder, acc) -> _StoreLanes | None:
+    """A store's lane image, key coefficients and size-only terms; None when its coordinates do
+    not split into a linear shared part and an enumerable lane part."""
+    view: KernelView = enc.view
+    table = view.kf.table
+    grid_keys = {f"bid:{d}" for d, (grid, _b) in enumerate(view.launch)
+                 if not (enc.nodes[grid].op == "const" and enc.nodes[grid].value == 1)}
+    domain = _lane_axes(enc, acc.stmt)
+    if domain is None or not acc.coords:
+        return None
+    env, symbolic = domain
+    keys = grid_keys | symbolic
+    points = next(iter(env.values())).shape[0]
+    if points == 0:
+        return None  # never runs: Z3 says so with the loop bounds
+    values: list[np.ndarray] = []
+    fixed: list[list[tuple[int, int]]] = []
+    key_rows: list[list[tuple[str, int]]] = []
+    for c in acc.coords:
+        names = symbols(table, c)
+        shared = {n for n in names if n in keys or n.startswith(("size:", "bid:"))}
+        if names - shared - set(env):
+            return None  # an index-tensor read, or a name no lane or key binds
+        terms = shared_terms(table, c, shared)
+        if terms is None:
+            return None
+        fixed.append(sorted((coef, t) for coef, t in terms if table.nodes[t].name not in keys
+                            or table.nodes[t].op != "sym"))
+        row = []
+        for coef, t in terms:
+            node = table.nodes[t]
+            if node.op == "sym" and node.name in keys:
+                row.append((node.name, coef))
+            elif symbols(table, t) & keys:
+                return None  # a key inside a larger term: not a plain linear shared part
+        key_rows.append(row)
+        lane = evaluate(table, c, {**env, **{n: 0 for n in shared}})
+        values.append(np.broadcast_to(np.asarray(lane, dtype=np.int64), (points,)))
+    return _StoreLanes(np.stack(values, axis=1), key_rows, fixed, keys)
