@@ -44,19 +44,19 @@ def _errors(k) -> list:
 
 
 def test_a_stage_refilled_by_two_stores_together_kills_the_prologues_value(monkeypatch):
-    found: dict[tuple[int, int], tuple[int, ...] | None] = {}
-    find = slice_cover.SliceCovers._find
+    found: dict[tuple[int, int], slice_cover.Cover | None] = {}
+    group_of = slice_cover.SliceCovers.group
 
     def recording(self, store, h):
-        group = find(self, store, h)
-        found[(store.stmt, h)] = group and tuple(a.stmt for a in group)
-        return group
+        found[(store.stmt, h)] = cover = group_of(self, store, h)
+        return cover
 
-    monkeypatch.setattr(slice_cover.SliceCovers, "_find", recording)
+    monkeypatch.setattr(slice_cover.SliceCovers, "group", recording)
     k = _kernel(REFILL, confirm=False)
     assert k.verdict == Verdict.VERIFIED, [(f.invariant, f.message) for f in k.findings if f.verdict != "VERIFIED"]
-    groups = {g for g in found.values() if g}
-    assert len(groups) == 1 and len(next(iter(groups))) == 2, found  # the two refill stores, together
+    groups = {(tuple(a.stmt for a in c.members), c.compared) for c in found.values() if c}
+    # the two refill stores, together, by stage (the first coordinate)
+    assert len(groups) == 1 and [(len(m), n) for m, n in groups] == [(2, 1)], found
 
 
 def test_a_group_that_misses_half_the_stage_leaves_a_stale_value_that_replays():
@@ -90,3 +90,58 @@ def test_a_refill_under_a_condition_on_data_kills_nothing():
     k = _kernel(guarded)
     assert k.verdict != Verdict.VERIFIED
     assert any(f.invariant == "ave/epilogue-placement" and f.verdict != Verdict.VERIFIED for f in k.findings)
+
+
+# A single-stage buffer the loop rewrites whole from iteration 1 on, by two stores with another
+# thread mapping than the prologue's: the prologue's value is dead from iteration 1 on, which
+# only a kill by the pair ("they ran", no stage to compare) shows.
+WHOLE = """@kernel(grid=(N // 1024,), block=128, wave=64, reference="C = A")
+def whole(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 1024 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 1024
+    S = shared(f32, (256,))
+    S[t] = A[base + t]
+    S[128 + t] = A[base + 128 + t]
+    for it in range(4):
+        syncthreads()
+        if it > 0:
+            S[2 * t] = A[base + it * 256 + 2 * t]
+            S[2 * t + 1] = A[base + it * 256 + 2 * t + 1]
+        syncthreads()
+        C[base + it * 256 + t] = S[t]
+        C[base + it * 256 + 128 + t] = S[128 + t]
+"""
+
+
+def test_a_buffer_rewritten_whole_each_iteration_kills_without_a_stage():
+    k = _kernel(WHOLE, confirm=False)
+    assert k.verdict == Verdict.VERIFIED, [(f.invariant, f.message) for f in k.findings if f.verdict != "VERIFIED"]
+    half = WHOLE.replace("S[2 * t + 1] = A[base + it * 256 + 2 * t + 1]", "S[2 * t] = A[base + it * 256 + 2 * t]")
+    bad = [f for f in _errors(_kernel(half)) if f.invariant == "ave/epilogue-placement"]
+    assert bad and all(f.replay["confirmed"] for f in bad), [(f.message, f.replay) for f in bad]
+
+
+def test_a_slice_store_in_a_loop_around_the_read_has_not_finished_the_slice_at_the_read():
+    """Row r + 1 of this iteration's stage is written after the read at inner iteration r: the
+    stage refill of the reader's own iteration must not count as done (it hid this bug)."""
+    text = """@kernel(grid=(N // 1024,), block=64, wave=64, reference="C = A")
+def inner(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 1024 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 1024
+    S = shared(f32, (2, 4, 64))
+    for it in range(4):
+        for r in range(4):
+            S[it % 2, r, t] = A[base + it * 256 + r * 64 + t]
+            C[base + it * 256 + ((r + 1) % 4) * 64 + t] = S[it % 2, (r + 1) % 4, t]
+"""
+    bad = [f for f in _errors(_kernel(text)) if f.invariant == "ave/epilogue-placement"]
+    assert bad and bad[0].replay["confirmed"], [(f.message, f.replay) for f in bad]
+    fixed = text.replace("((r + 1) % 4) * 64 + t] = S[it % 2, (r + 1) % 4, t]", "r * 64 + t] = S[it % 2, r, t]")
+    assert fixed != text
+    assert _kernel(fixed, confirm=False).verdict == Verdict.VERIFIED

@@ -19,7 +19,7 @@ from ..lang.parser import parse_expression
 from .cross_arm import CrossArm, Plan
 from .deferred import Deferred
 from .raw_terms import compare, conjunction, int_binary, negation, numeral
-from .slice_cover import SliceCovers
+from .slice_cover import Cover, SliceCovers
 from .smt import Encoder, Instance, as_int
 from .unwritten import Unwritten
 
@@ -430,18 +430,23 @@ class Expander:
             depth = self.kill_depths.get(store.buffer, KILL_DEPTH)
             for h in other_loops:
                 group = self._slice_group(other, load, h)
-                if group is not None and group[0] is not other:
+                if group is not None and self._inner_loops(group.members, h) & reader_set:
+                    # a loop inside h holds the read too: at the read, this iteration has not
+                    # written the whole slice yet, so per-thread kills (in the reader's own
+                    # inner iteration) stand instead
+                    group = None
+                if group is not None and group.members[0] is not other:
                     continue  # the group's first store kills by the slice, for all of them
-                members = group or (other,)
+                members = group.members if group is not None else (other,)
                 step = self.enc.nodes[self.view.loops[h].step].value
                 writer_j = writer.env.get(f"loop:{h}") if h in writer_set else None
                 if h in reader_set:
                     i = reader.env[f"loop:{h}"]
-                    # program order inside one iteration
-                    same_iter_ok = all(m.stmt < load.stmt for m in members)
+                    same_iter_ok = all(m.stmt < load.stmt for m in members)  # program order in one iteration
                     if writer_j is not None and h in same_iteration:
                         # writer and reader share this iteration: only a later statement of it can kill
-                        later = all(m.stmt > store.stmt for m in members)
+                        later = all(m.stmt > store.stmt for m in members) and (
+                            group is None or not self._inner_loops(members, h) & writer_set)
                         candidates = [i] if same_iter_ok and later else []
                     else:  # i - m * step
                         candidates = [int_binary("sub", i, numeral(m * step, ctx))
@@ -454,8 +459,8 @@ class Expander:
                 if writer_j is not None and h not in same_iteration:  # writer_j + m * step
                     candidates += [int_binary("add", writer_j, numeral(m * step, ctx)) for m in range(1, depth + 1)]
                 for j2 in candidates:
-                    kill = (self._slice_kill(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader)
-                            if group is not None else
+                    kill = (self._slice_kill(other, group.compared, h, j2, writer, writer_j, i, same_iter_ok,
+                                             load, reader) if group is not None else
                             self._kills(other, h, j2, writer, writer_j, i, same_iter_ok, load, reader))
                     out.append(negation(kill))
         return out
@@ -560,17 +565,26 @@ class Expander:
         info = self.view.loops[h]
         return info.lo, info.hi, info.step
 
-    def _slice_group(self, other, load, h: int):
+    def _inner_loops(self, members: tuple, h: int) -> set[int]:
+        """The loops inside h around any of the stores."""
+        out: set[int] = set()
+        for m in members:
+            loops = self.loops_of(m.stmt)[0]
+            out.update(loops[loops.index(h) + 1:])
+        return out
+
+    def _slice_group(self, other, load, h: int) -> Cover | None:
         """The stores (`other` among them) that together overwrite, each iteration of loop h, the
         whole slice of the buffer the load reads through the same coordinates (slice_cover.py)."""
         if load.buffer != other.buffer or len(load.coords) != len(other.coords):
             return None
         return self.covers.group(other, h)
 
-    def _slice_kill(self, other, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool, load,
-                    reader: Instance) -> z3.BoolRef:
+    def _slice_kill(self, other, compared: int, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool,
+                    load, reader: Instance) -> z3.BoolRef:
         """The slice stores at iteration j2 of h (`other`'s group) definitely overwrote the element
-        read: they run (guards, range, order) and their slice is the one the element lies in."""
+        read: they run (guards, range, order) and their slice is the one the element lies in (the
+        first `compared` coordinates equal; none when they rewrite the whole buffer)."""
         env = dict(reader.env)
         reader_loops = self.loops_of(load.stmt)[1]
         for g in self.loops_of(h)[0]:
@@ -582,7 +596,8 @@ class Expander:
             term = self.enc.bool_term(c, env)
             cond.append(term if polarity else negation(term))
         cond += self._iteration_order(j2, writer_j, i, same_iter_ok)
-        cond.append(compare("eq", self.enc.int_term(other.coords[0], env), self.enc.int_term(load.coords[0], reader.env)))
+        cond += [compare("eq", self.enc.int_term(c, env), self.enc.int_term(r, reader.env))
+                 for c, r in zip(other.coords[:compared], load.coords[:compared])]
         return conjunction(cond, self.enc.ctx)
 
     def writer(self, reader: Instance, load_stmt: int, sa: int, carrier: int,

@@ -5,10 +5,15 @@ A multi-stage refill (`S[stage, r, c] = ...` inside `for it`) writes every eleme
 transpose writes one stage through several stores (`Vw[page, 2j, i]`, `Vw[page, 2j + 1, i]`, each
 into two halves of a word), none of which covers the stage alone. The kill instantiations
 (`chains.Expander.not_overwritten`) replace per-thread kills by one stage comparison for such a
-*group*: it is a necessary condition of "the value was not overwritten" whoever the thread, so
-alternatives stay an over-approximation. Checked by enumeration over the block's threads and the
-loops inside the stage loop, cached per (store, loop)."""
+*group*, or by "the group ran" where the whole buffer is rewritten each iteration (a
+single-stage tile reloaded per K step): a necessary condition of "the value was not
+overwritten" whoever the thread, so alternatives stay an over-approximation. Checked by
+enumeration over the block's threads and the loops inside the stage loop, cached per (store,
+loop); whether a read inside one of those loops sees the slice complete is the caller's question.
+"""
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,56 +23,74 @@ from .smt import Encoder
 from .unwritten import offsets
 
 
+class Cover(NamedTuple):
+    """Stores that together overwrite one slice of their buffer each iteration of a loop: the
+    elements whose first `compared` coordinates (0: the whole buffer; 1: a stage) are the
+    stores' at that iteration."""
+    members: tuple[AccessInfo, ...]  # in program order; the first one's kills stand for all
+    compared: int
+
+
 class SliceCovers:
     def __init__(self, view: KernelView, enc: Encoder, data_guarded: set[int]):
         self.view = view
         self.enc = enc
         self.data_guarded = data_guarded
-        self._groups: dict[tuple[int, int], tuple[AccessInfo, ...] | None] = {}
+        self._groups: dict[tuple[int, int], Cover | None] = {}
 
-    def group(self, store: AccessInfo, h: int) -> tuple[AccessInfo, ...] | None:
-        """The stores that with `store` write every element of one slice of its buffer (all
+    def group(self, store: AccessInfo, h: int) -> Cover | None:
+        """The stores that with `store` write every element of one slice of its buffer exactly
+        once per iteration of loop h, over the threads and the loops inside h: a stage (all
         elements whose first coordinate is one value, which depends only on loop h and the loops
-        around it) exactly once per iteration of loop h, over the threads and the loops inside h:
-        the stores into the buffer in the same loops, with the same first coordinate and the same
-        guards (which depend only on those outer loops), in program order; None if they do not."""
+        around it) or else the whole buffer (a single-stage buffer refilled every iteration);
+        `store` alone, or the stores into the buffer in the same loops, with the same leading
+        coordinate and the same guards (which depend only on those outer loops), in program
+        order; None if they do not."""
         key = (store.aid, h)
         if key not in self._groups:
-            self._groups[key] = self._find(store, h)
+            self._groups[key] = self._find(store, h, 1) or self._find(store, h, 0)
         return self._groups[key]
 
-    def _find(self, store: AccessInfo, h: int) -> tuple[AccessInfo, ...] | None:
+    def _find(self, store: AccessInfo, h: int, compared: int) -> Cover | None:
         view = self.view
-        if not self._candidate(store, h):
+        if not self._candidate(store, h, compared):
             return None
-        loops = view.enclosing_loops(store.stmt)
-        inner = loops[loops.index(h) + 1:]
-        if self._covers((store,), inner):  # alone (a refill); a group only where no store does
-            return (store,)
+        if self._covers((store,), h, compared):  # alone (a refill); a group only where no store does
+            return Cover((store,), compared)
+        outer = self._outer(store, h)
         guards = view.all_guards(store.stmt)
         members = tuple(sorted(
             (a for a in view.accesses.values()
-             if a.buffer == store.buffer and a.coords[:1] == store.coords[:1] and self._candidate(a, h)
-             and view.enclosing_loops(a.stmt) == loops and view.all_guards(a.stmt) == guards),
+             if a.buffer == store.buffer and a.coords[:compared] == store.coords[:compared]
+             and self._candidate(a, h, compared)
+             and self._outer(a, h) == outer and view.all_guards(a.stmt) == guards),
             key=lambda a: (a.stmt, a.aid)))
-        return members if len(members) > 1 and self._covers(members, inner) else None
+        return Cover(members, compared) if len(members) > 1 and self._covers(members, h, compared) else None
 
-    def _covers(self, members: tuple[AccessInfo, ...], inner: list[int]) -> bool:
-        """Together, over the block's threads and the iterations of `inner`, the members write each
-        element of the slice (the dimensions after the first) exactly once."""
-        parts = [offsets(self.view, self.enc, a, inner) for a in members]
+    def _outer(self, a: AccessInfo, h: int) -> list[int]:
+        """The loops around `a` up to h: a group's stores share them (each may have inner loops of
+        its own, such as the part loop a packed store becomes)."""
+        loops = self.view.enclosing_loops(a.stmt)
+        return loops[:loops.index(h) + 1]
+
+    def _covers(self, members: tuple[AccessInfo, ...], h: int, compared: int) -> bool:
+        """Together, over the block's threads and the iterations of their loops inside h, the
+        members write each element of the slice (the dimensions after the `compared` ones)
+        exactly once."""
+        parts = [offsets(self.view, self.enc, a, self.view.enclosing_loops(a.stmt)[len(self._outer(a, h)):], compared)
+                 for a in members]
         if any(p is None for p in parts):
             return False
         flat = np.concatenate(parts)
-        size = int(np.prod([self.enc.nodes[e].value for e in self.view.dims[members[0].buffer][1:]]))
+        size = int(np.prod([self.enc.nodes[e].value for e in self.view.dims[members[0].buffer][compared:]]))
         return bool(flat.size == size and np.array_equal(np.sort(flat), np.arange(size)))
 
-    def _candidate(self, a: AccessInfo, h: int) -> bool:
+    def _candidate(self, a: AccessInfo, h: int, compared: int) -> bool:
         """A plain store inside loop h, on a bijective buffer, that runs whenever its guards hold
-        (none on data), whose first coordinate and guards depend only on h, the loops around it and
-        sizes."""
+        (none on data), whose `compared` leading coordinates and guards depend only on h, the
+        loops around it and sizes."""
         view = self.view
-        if (a.kind != "store" or len(a.coords) < 2 or a.buffer not in view.bijective
+        if (a.kind != "store" or len(a.coords) <= compared or a.buffer not in view.bijective
                 or a.stmt in self.data_guarded):
             return False
         loops = view.enclosing_loops(a.stmt)
@@ -79,4 +102,4 @@ class SliceCovers:
         def ok(eid: int) -> bool:
             return all(n in uniform or n.startswith("size:") for n in symbols(table, eid))
 
-        return ok(a.coords[0]) and all(ok(c) for c, _p in view.all_guards(a.stmt))
+        return all(ok(c) for c in a.coords[:compared]) and all(ok(c) for c, _p in view.all_guards(a.stmt))
