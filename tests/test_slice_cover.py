@@ -8,18 +8,24 @@ import ave_decl
 from ave_decl.report.model import Verdict
 from ave_decl.solver import slice_cover
 
-# The prologue fills stage 0 with one thread mapping (t, 128 + t); the loop refills a stage per
-# iteration with another (2t, 2t + 1), by two stores neither of which covers the stage alone. The
-# read of stage 0 at iteration 2 sees the refill of iteration 1, not the prologue's value: only a
-# kill by the pair (any thread) says so, since thread t's own refill writes other elements.
-REFILL = """@kernel(grid=(N // 1024,), block=128, wave=64, reference="C = A")
-def refill_pairs(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+
+def _copy_kernel(name: str, block: int, body: str) -> str:
+    """A kernel copying A to C through shared memory, 1024 elements per block: `body` after t and base."""
+    return f"""@kernel(grid=(N // 1024,), block={block}, wave=64, reference="C = A")
+def {name}(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
     assume(N % 1024 == 0)
     tag(A, lambda i: (i,), "A")
     tag(C, lambda i: (i,), "C")
     t = thread_id(0)
     base = block_id(0) * 1024
-    S = shared(f32, (2, 256))
+""" + body
+
+
+# The prologue fills stage 0 with one thread mapping (t, 128 + t); the loop refills a stage per
+# iteration with another (2t, 2t + 1), by two stores neither of which covers the stage alone. The
+# read of stage 0 at iteration 2 sees the refill of iteration 1, not the prologue's value: only a
+# kill by the pair (any thread) says so, since thread t's own refill writes other elements.
+REFILL = _copy_kernel("refill_pairs", 128, """    S = shared(f32, (2, 256))
     S[0, t] = A[base + t]
     S[0, 128 + t] = A[base + 128 + t]
     for it in range(4):
@@ -30,7 +36,7 @@ def refill_pairs(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
         C[base + it * 256 + t] = S[it % 2, t]
         C[base + it * 256 + 128 + t] = S[it % 2, 128 + t]
         syncthreads()
-"""
+""")
 ODD = "S[(it + 1) % 2, 2 * t + 1] = A[base + (it + 1) * 256 + 2 * t + 1]"
 
 
@@ -78,12 +84,12 @@ def test_a_wrong_part_in_the_writers_own_iteration_is_still_caught():
 def test_a_refill_under_a_condition_on_data_kills_nothing():
     """Whether `if M[...] > 0` refills the stage depends on data: it kills nothing, so the stale
     tile it may leave is never VERIFIED (the replay's data need not take that branch: UNKNOWN)."""
-    single = (REFILL.replace("A: Tensor[f32, (N,)], C", "A: Tensor[f32, (N,)], M: Tensor[f32, (N,)], C")
-              .replace("    S[0, 128 + t] = A[base + 128 + t]\n", "")
-              .replace("    S[0, t] = A[base + t]\n", "    S[0, t] = A[base + t]\n    S[0, 128 + t] = A[base + 128 + t]\n")
-              .replace("            S[(it + 1) % 2, 2 * t] = A[base + (it + 1) * 256 + 2 * t]\n            " + ODD + "\n",
-                       "            S[(it + 1) % 2, t] = A[base + (it + 1) * 256 + t]\n"
-                       "            S[(it + 1) % 2, 128 + t] = A[base + (it + 1) * 256 + 128 + t]\n"))
+    pairs = "            S[(it + 1) % 2, 2 * t] = A[base + (it + 1) * 256 + 2 * t]\n            " + ODD + "\n"
+    own = ("            S[(it + 1) % 2, t] = A[base + (it + 1) * 256 + t]\n"
+           "            S[(it + 1) % 2, 128 + t] = A[base + (it + 1) * 256 + 128 + t]\n")
+    with_mask = REFILL.replace("A: Tensor[f32, (N,)], C", "A: Tensor[f32, (N,)], M: Tensor[f32, (N,)], C")
+    single = with_mask.replace(pairs, own)
+    assert single != with_mask
     assert _kernel(single, confirm=False).verdict == Verdict.VERIFIED
     guarded = single.replace("        if it + 1 < 4:\n", "        if it + 1 < 4:\n          if M[base + t] > 0.0:\n")
     assert guarded != single
@@ -95,14 +101,7 @@ def test_a_refill_under_a_condition_on_data_kills_nothing():
 # A single-stage buffer the loop rewrites whole from iteration 1 on, by two stores with another
 # thread mapping than the prologue's: the prologue's value is dead from iteration 1 on, which
 # only a kill by the pair ("they ran", no stage to compare) shows.
-WHOLE = """@kernel(grid=(N // 1024,), block=128, wave=64, reference="C = A")
-def whole(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
-    assume(N % 1024 == 0)
-    tag(A, lambda i: (i,), "A")
-    tag(C, lambda i: (i,), "C")
-    t = thread_id(0)
-    base = block_id(0) * 1024
-    S = shared(f32, (256,))
+WHOLE = _copy_kernel("whole", 128, """    S = shared(f32, (256,))
     S[t] = A[base + t]
     S[128 + t] = A[base + 128 + t]
     for it in range(4):
@@ -113,7 +112,7 @@ def whole(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
         syncthreads()
         C[base + it * 256 + t] = S[t]
         C[base + it * 256 + 128 + t] = S[128 + t]
-"""
+""")
 
 
 def test_a_buffer_rewritten_whole_each_iteration_kills_without_a_stage():
@@ -127,19 +126,12 @@ def test_a_buffer_rewritten_whole_each_iteration_kills_without_a_stage():
 def test_a_slice_store_in_a_loop_around_the_read_has_not_finished_the_slice_at_the_read():
     """Row r + 1 of this iteration's stage is written after the read at inner iteration r: the
     stage refill of the reader's own iteration must not count as done (it hid this bug)."""
-    text = """@kernel(grid=(N // 1024,), block=64, wave=64, reference="C = A")
-def inner(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
-    assume(N % 1024 == 0)
-    tag(A, lambda i: (i,), "A")
-    tag(C, lambda i: (i,), "C")
-    t = thread_id(0)
-    base = block_id(0) * 1024
-    S = shared(f32, (2, 4, 64))
+    text = _copy_kernel("inner", 64, """    S = shared(f32, (2, 4, 64))
     for it in range(4):
         for r in range(4):
             S[it % 2, r, t] = A[base + it * 256 + r * 64 + t]
             C[base + it * 256 + ((r + 1) % 4) * 64 + t] = S[it % 2, (r + 1) % 4, t]
-"""
+""")
     bad = [f for f in _errors(_kernel(text)) if f.invariant == "ave/epilogue-placement"]
     assert bad and bad[0].replay["confirmed"], [(f.message, f.replay) for f in bad]
     fixed = text.replace("((r + 1) % 4) * 64 + t] = S[it % 2, (r + 1) % 4, t]", "r * 64 + t] = S[it % 2, r, t]")

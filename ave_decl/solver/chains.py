@@ -430,7 +430,7 @@ class Expander:
             depth = self.kill_depths.get(store.buffer, KILL_DEPTH)
             for h in other_loops:
                 group = self._slice_group(other, load, h)
-                if group is not None and self._inner_loops(group.members, h) & reader_set:
+                if group is not None and self.covers.inner_loops(group, h) & reader_set:
                     # a loop inside h holds the read too: at the read, this iteration has not
                     # written the whole slice yet, so per-thread kills (in the reader's own
                     # inner iteration) stand instead
@@ -446,7 +446,7 @@ class Expander:
                     if writer_j is not None and h in same_iteration:
                         # writer and reader share this iteration: only a later statement of it can kill
                         later = all(m.stmt > store.stmt for m in members) and (
-                            group is None or not self._inner_loops(members, h) & writer_set)
+                            group is None or not self.covers.inner_loops(group, h) & writer_set)
                         candidates = [i] if same_iter_ok and later else []
                     else:  # i - m * step
                         candidates = [int_binary("sub", i, numeral(m * step, ctx))
@@ -564,14 +564,6 @@ class Expander:
     def _range(self, h: int) -> tuple[int, int, int]:
         info = self.view.loops[h]
         return info.lo, info.hi, info.step
-
-    def _inner_loops(self, members: tuple, h: int) -> set[int]:
-        """The loops inside h around any of the stores."""
-        out: set[int] = set()
-        for m in members:
-            loops = self.loops_of(m.stmt)[0]
-            out.update(loops[loops.index(h) + 1:])
-        return out
 
     def _slice_group(self, other, load, h: int) -> Cover | None:
         """The stores (`other` among them) that together overwrite, each iteration of loop h, the

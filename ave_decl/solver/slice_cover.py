@@ -43,9 +43,9 @@ class SliceCovers:
         once per iteration of loop h, over the threads and the loops inside h: a stage (all
         elements whose first coordinate is one value, which depends only on loop h and the loops
         around it) or else the whole buffer (a single-stage buffer refilled every iteration);
-        `store` alone, or the stores into the buffer in the same loops, with the same leading
-        coordinate and the same guards (which depend only on those outer loops), in program
-        order; None if they do not."""
+        `store` alone, or the stores into the buffer in the same loops up to h, with the same
+        leading coordinate and the same guards (which depend only on those outer loops), in
+        program order; None if they do not."""
         key = (store.aid, h)
         if key not in self._groups:
             self._groups[key] = self._find(store, h, 1) or self._find(store, h, 0)
@@ -73,12 +73,19 @@ class SliceCovers:
         loops = self.view.enclosing_loops(a.stmt)
         return loops[:loops.index(h) + 1]
 
+    def _inner(self, a: AccessInfo, h: int) -> list[int]:
+        return self.view.enclosing_loops(a.stmt)[len(self._outer(a, h)):]
+
+    def inner_loops(self, cover: Cover, h: int) -> set[int]:
+        """The loops inside h around any of the cover's stores: a read inside one of them runs
+        before some of this iteration's writes, so the slice is not complete there."""
+        return {g for a in cover.members for g in self._inner(a, h)}
+
     def _covers(self, members: tuple[AccessInfo, ...], h: int, compared: int) -> bool:
         """Together, over the block's threads and the iterations of their loops inside h, the
         members write each element of the slice (the dimensions after the `compared` ones)
         exactly once."""
-        parts = [offsets(self.view, self.enc, a, self.view.enclosing_loops(a.stmt)[len(self._outer(a, h)):], compared)
-                 for a in members]
+        parts = [offsets(self.view, self.enc, a, self._inner(a, h), compared) for a in members]
         if any(p is None for p in parts):
             return False
         flat = np.concatenate(parts)
