@@ -1,7 +1,7 @@
 """The production-shaped AMD flash-attention example (issue 21, item 8): 8 waves, 256 query rows
 per block, head dim 128, GQA 8:1, two K/V pages, V^T through LDS with packed stores, running max
 and final normalisation, a wave-specialized schedule, the next K/V block prefetched under
-`if kb + 32 < S`. The verdicts take about 4 s and 7 s warm on 2 cores (docs/performance.md,
+`if kb + 32 < S`. The verdicts take about 4 s and 6 s warm on 2 cores (docs/performance.md,
 Session 29)."""
 from __future__ import annotations
 
