@@ -50,10 +50,9 @@ def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int 
                      call_rlimit: int = ENUM_CALL_RLIMIT, max_points: int = ENUM_MAX_POINTS) -> Enumeration:
     """Every assignment of `variables` that extends to a model, within a deterministic budget, by
     splitting boxes of their values: a box is checked with its ranges as assumptions (UNSAT: no
-    point there, in one call), a SAT box is halved along its widest variable, and a box of at most
-    LEAF_POINTS points is checked point by point (each SAT one a point, with no model taken);
-    boxes are halved along their narrowest variable first.
-    Why not one model per point with a blocking clause: building a model cost more than the check
+    point there, in one call), a SAT box is halved along its narrowest variable not yet fixed, and
+    a box of at most LEAF_POINTS points is checked point by point (each SAT one a point, with no
+    model taken). Why not one model per point with a blocking clause: building a model cost more than the check
     on the examples' thread sets (~0.35 ms each), every check carried all the blocking clauses, and
     the sets are mostly boxes (gemm_tail_unmasked_store 0.44 -> 0.24 s, gemm_helpers_b_offset
     0.74 -> 0.33 s; docs/performance.md, Session 29). The solver searches without
@@ -70,8 +69,9 @@ def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int 
     boxes: list[tuple[tuple[int, int], ...]] = [tuple((0, v.size) for v in variables)]
     while boxes:
         box = boxes.pop()
-        if _points_in(box) <= LEAF_POINTS and _points_in(box) > 1:
-            boxes.extend(reversed([tuple((x, x + 1) for x in p) for p in product(*[range(lo, hi) for lo, hi in box])]))
+        if 1 < _points_in(box) <= LEAF_POINTS:  # its points, the first on top
+            units = [tuple((x, x + 1) for x in p) for p in product(*[range(lo, hi) for lo, hi in box])]
+            boxes.extend(reversed(units))
             continue
         if used >= total_rlimit:
             complete = False  # the budget is spent: "at least N"
