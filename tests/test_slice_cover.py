@@ -137,3 +137,67 @@ def test_a_slice_store_in_a_loop_around_the_read_has_not_finished_the_slice_at_t
     fixed = text.replace("((r + 1) % 4) * 64 + t] = S[it % 2, (r + 1) % 4, t]", "r * 64 + t] = S[it % 2, r, t]")
     assert fixed != text
     assert _kernel(fixed, confirm=False).verdict == Verdict.VERIFIED
+
+
+def test_a_store_loop_after_the_read_in_an_outer_loop_kills_in_the_writers_outer_iteration():
+    """The reader is in loop o before the store loop h: h's iterations of the reader's own o run
+    after the read, so they must not kill the value it reads (they did: VERIFIED)."""
+    text = """@kernel(grid=(N // 256,), block=128, wave=64, reference="C = A")
+def ob6(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 256 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 256
+    S = shared(f32, (2, 128))
+    S[1, t] = A[base + t]
+    for o in range(2):
+        syncthreads()
+        C[base + o * 128 + 127 - t] = S[1 - o, 127 - t]
+        syncthreads()
+        for h in range(3):
+            if h < 2 * o + 1:
+                S[h % 2, t] = A[base + 128 + (t + 1 - o) % 128]
+"""
+    bad = [f for f in _errors(_kernel(text)) if f.invariant == "ave/epilogue-placement"]
+    assert bad and bad[0].replay["confirmed"], [(f.message, f.replay) for f in bad]
+
+
+def test_a_store_loop_whose_bounds_depend_on_the_thread_covers_nothing():
+    """`for it in range(1 + wave_id())`: the iteration a slice kill names may run for the
+    reader's wave and never for the one that writes the element; never VERIFIED."""
+    text = _copy_kernel("tb2", 128, """    S = shared(f32, (128,))
+    for it in range(1 + wave_id()):
+        S[t] = A[base + (t + 64 * (1 - it) * (1 - t // 64)) % 128]
+    syncthreads()
+    C[base + 127 - t] = S[127 - t]
+""")
+    assert _kernel(text, confirm=False).verdict != Verdict.VERIFIED
+
+
+def test_a_member_before_the_read_still_kills_in_the_readers_iteration():
+    """A buffer rewritten whole by two stores, one before the read and one after it: the first
+    store's own (per-thread) kill in the reader's iteration stays next to the group's."""
+    text = """@kernel(grid=(N // 512,), block=64, wave=64, reference="C = A")
+def g4(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 512 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 512
+    S = shared(f32, (2, 2, 32))
+    for c2 in range(16, 32, 16):
+        S[t // 32, (t // 16) % 2, c2 + t % 16] = A[base + 64 * (t // 32) + 32 * ((t // 16) % 2) + c2 + t % 16]
+    for it in range(4):
+        syncthreads()
+        S[t % 2, t // 32, (t // 2) % 16] = A[base + it * 128 + 64 * (t % 2) + 32 * (t // 32) + (t // 2) % 16]
+        syncthreads()
+        C[base + it * 128 + t] = S[0, t // 32, t % 32]
+        C[base + it * 128 + 64 + t] = S[1, t // 32, t % 32]
+        syncthreads()
+        for c2 in range(16, 32, 16):
+            S[t // 32, (t // 16) % 2, c2 + t % 16] = A[base + ((it + 1) % 4) * 128 + 64 * (t // 32)
+                                                       + 32 * ((t // 16) % 2) + c2 + t % 16]
+"""
+    k = _kernel(text, confirm=False)
+    assert k.verdict == Verdict.VERIFIED, [(f.invariant, f.message) for f in k.findings if f.verdict != "VERIFIED"]

@@ -435,8 +435,16 @@ class Expander:
                     # written the whole slice yet, so per-thread kills (in the reader's own
                     # inner iteration) stand instead
                     group = None
-                if group is not None and group.members[0] is not other:
-                    continue  # the group's first store kills by the slice, for all of them
+                if group is not None:
+                    if (h in reader_set and other.stmt < load.stmt and not (h in writer_set and h in same_iteration)
+                            and not all(m.stmt < load.stmt for m in group.members)):
+                        # in the reader's own iteration the group has not run whole (a member comes
+                        # after the read): this member, before it, still kills there by itself
+                        i = reader.env[f"loop:{h}"]
+                        out.append(negation(self._kills(other, h, i, writer, writer.env.get(f"loop:{h}"), i, True,
+                                                        load, reader)))
+                    if group.members[0] is not other:
+                        continue  # the group's first store kills by the slice, for all of them
                 members = group.members if group is not None else (other,)
                 step = self.enc.nodes[self.view.loops[h].step].value
                 writer_j = writer.env.get(f"loop:{h}") if h in writer_set else None
@@ -503,9 +511,15 @@ class Expander:
         names = self._loop_names(writer.stmt)
         outer = self.loops_of(h)[1]
         reader_loops = self.loops_of(load.stmt)[1]
+        # a reader outside h (after the loop, or before it in an outer loop's body): the killing
+        # iterations of h are those of the writer's own outer iterations, which run between the
+        # two; the reader's iteration of an outer loop would run h after the read
+        outside = h not in reader_loops
         for g in self.loops_of(other.stmt)[0]:
             if g == h:
                 given[g] = j2
+            elif outside and g in outer and f"loop:{g}" in writer.env:
+                given[g] = writer.env[f"loop:{g}"]
             elif g in reader_loops:  # outer loops, and inner loops around the reader: its own iteration
                 given[g] = reader.env[f"loop:{g}"]
             elif g in outer and f"loop:{g}" in writer.env:
@@ -579,8 +593,8 @@ class Expander:
         first `compared` coordinates equal; none when they rewrite the whole buffer)."""
         env = dict(reader.env)
         reader_loops = self.loops_of(load.stmt)[1]
-        for g in self.loops_of(h)[0]:
-            if g not in reader_loops and f"loop:{g}" in writer.env:
+        for g in self.loops_of(h)[0]:  # a reader outside h: the writer's outer iterations (see `_kills`)
+            if (g not in reader_loops or h not in reader_loops) and f"loop:{g}" in writer.env:
                 env[f"loop:{g}"] = writer.env[f"loop:{g}"]
         env[f"loop:{h}"] = j2
         cond = self.enc.loop_range(h, j2, env)

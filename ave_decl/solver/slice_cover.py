@@ -94,8 +94,8 @@ class SliceCovers:
 
     def _candidate(self, a: AccessInfo, h: int, compared: int) -> bool:
         """A plain store inside loop h, on a bijective buffer, that runs whenever its guards hold
-        (none on data), whose `compared` leading coordinates and guards depend only on h, the
-        loops around it and sizes."""
+        (none on data), whose `compared` leading coordinates, guards, and bounds of h and the loops
+        around it depend only on those loops and sizes (on no thread)."""
         view = self.view
         if (a.kind != "store" or len(a.coords) <= compared or a.buffer not in view.bijective
                 or a.stmt in self.data_guarded):
@@ -109,4 +109,8 @@ class SliceCovers:
         def ok(eid: int) -> bool:
             return all(n in uniform or n.startswith("size:") for n in symbols(table, eid))
 
-        return all(ok(c) for c in a.coords[:compared]) and all(ok(c) for c, _p in view.all_guards(a.stmt))
+        # the bounds of h and the loops around it too: else the iteration the kill names may run
+        # for the reader's thread and never for the threads that write the element
+        bounds = [e for g in loops[:loops.index(h) + 1] for e in (view.loops[g].lo, view.loops[g].hi)]
+        return (all(ok(c) for c in a.coords[:compared]) and all(ok(c) for c, _p in view.all_guards(a.stmt))
+                and all(ok(e) for e in bounds))
