@@ -9,15 +9,16 @@ from ave_decl.report.model import Verdict
 from ave_decl.solver import slice_cover
 
 
-def _copy_kernel(name: str, block: int, body: str) -> str:
-    """A kernel copying A to C through shared memory, 1024 elements per block: `body` after t and base."""
-    return f"""@kernel(grid=(N // 1024,), block={block}, wave=64, reference="C = A")
+def _copy_kernel(name: str, block: int, body: str, per_block: int = 1024) -> str:
+    """A kernel copying A to C through shared memory, `per_block` elements per block: `body`
+    after t and base."""
+    return f"""@kernel(grid=(N // {per_block},), block={block}, wave=64, reference="C = A")
 def {name}(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
-    assume(N % 1024 == 0)
+    assume(N % {per_block} == 0)
     tag(A, lambda i: (i,), "A")
     tag(C, lambda i: (i,), "C")
     t = thread_id(0)
-    base = block_id(0) * 1024
+    base = block_id(0) * {per_block}
 """ + body
 
 
@@ -142,14 +143,7 @@ def test_a_slice_store_in_a_loop_around_the_read_has_not_finished_the_slice_at_t
 def test_a_store_loop_after_the_read_in_an_outer_loop_kills_in_the_writers_outer_iteration():
     """The reader is in loop o before the store loop h: h's iterations of the reader's own o run
     after the read, so they must not kill the value it reads (they did: VERIFIED)."""
-    text = """@kernel(grid=(N // 256,), block=128, wave=64, reference="C = A")
-def ob6(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
-    assume(N % 256 == 0)
-    tag(A, lambda i: (i,), "A")
-    tag(C, lambda i: (i,), "C")
-    t = thread_id(0)
-    base = block_id(0) * 256
-    S = shared(f32, (2, 128))
+    text = _copy_kernel("ob6", 128, per_block=256, body="""    S = shared(f32, (2, 128))
     S[1, t] = A[base + t]
     for o in range(2):
         syncthreads()
@@ -158,7 +152,7 @@ def ob6(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
         for h in range(3):
             if h < 2 * o + 1:
                 S[h % 2, t] = A[base + 128 + (t + 1 - o) % 128]
-"""
+""")
     bad = [f for f in _errors(_kernel(text)) if f.invariant == "ave/epilogue-placement"]
     assert bad and bad[0].replay["confirmed"], [(f.message, f.replay) for f in bad]
 
@@ -178,14 +172,7 @@ def test_a_store_loop_whose_bounds_depend_on_the_thread_covers_nothing():
 def test_a_member_before_the_read_still_kills_in_the_readers_iteration():
     """A buffer rewritten whole by two stores, one before the read and one after it: the first
     store's own (per-thread) kill in the reader's iteration stays next to the group's."""
-    text = """@kernel(grid=(N // 512,), block=64, wave=64, reference="C = A")
-def g4(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
-    assume(N % 512 == 0)
-    tag(A, lambda i: (i,), "A")
-    tag(C, lambda i: (i,), "C")
-    t = thread_id(0)
-    base = block_id(0) * 512
-    S = shared(f32, (2, 2, 32))
+    text = _copy_kernel("g4", 64, per_block=512, body="""    S = shared(f32, (2, 2, 32))
     for c2 in range(16, 32, 16):
         S[t // 32, (t // 16) % 2, c2 + t % 16] = A[base + 64 * (t // 32) + 32 * ((t // 16) % 2) + c2 + t % 16]
     for it in range(4):
@@ -198,6 +185,6 @@ def g4(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
         for c2 in range(16, 32, 16):
             S[t // 32, (t // 16) % 2, c2 + t % 16] = A[base + ((it + 1) % 4) * 128 + 64 * (t // 32)
                                                        + 32 * ((t // 16) % 2) + c2 + t % 16]
-"""
+""")
     k = _kernel(text, confirm=False)
     assert k.verdict == Verdict.VERIFIED, [(f.invariant, f.message) for f in k.findings if f.verdict != "VERIFIED"]
