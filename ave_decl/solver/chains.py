@@ -429,32 +429,26 @@ class Expander:
                 continue
             depth = self.kill_depths.get(store.buffer, KILL_DEPTH)
             for h in other_loops:
-                group = self._slice_group(other, load, h)
-                if group is not None and self.covers.inner_loops(group, h) & reader_set:
-                    # a loop inside h holds the read too: at the read, this iteration has not
-                    # written the whole slice yet, so per-thread kills (in the reader's own
-                    # inner iteration) stand instead
-                    group = None
-                if group is not None:
-                    if (h in reader_set and other.stmt < load.stmt and not (h in writer_set and h in same_iteration)
-                            and not all(m.stmt < load.stmt for m in group.members)):
-                        # in the reader's own iteration the group has not run whole (a member comes
-                        # after the read): this member, before it, still kills there by itself
-                        i = reader.env[f"loop:{h}"]
-                        out.append(negation(self._kills(other, h, i, writer, writer.env.get(f"loop:{h}"), i, True,
-                                                        load, reader)))
-                    if group.members[0] is not other:
-                        continue  # the group's first store kills by the slice, for all of them
+                group = self._slice_group(other, load, reader_set, h)
                 members = group.members if group is not None else (other,)
                 step = self.enc.nodes[self.view.loops[h].step].value
                 writer_j = writer.env.get(f"loop:{h}") if h in writer_set else None
+                same_iter_ok = all(m.stmt < load.stmt for m in members)  # program order in one iteration
+                if group is not None:
+                    if (h in reader_set and not same_iter_ok and other.stmt < load.stmt
+                            and not (writer_j is not None and h in same_iteration)):
+                        # in the reader's own iteration the group has not run whole (a member comes
+                        # after the read): this member, before it, still kills there by itself
+                        i = reader.env[f"loop:{h}"]
+                        out.append(negation(self._kills(other, h, i, writer, writer_j, i, True, load, reader)))
+                    if group.members[0] is not other:
+                        continue  # the group's first store kills by the slice, for all of them
                 if h in reader_set:
                     i = reader.env[f"loop:{h}"]
-                    same_iter_ok = all(m.stmt < load.stmt for m in members)  # program order in one iteration
                     if writer_j is not None and h in same_iteration:
                         # writer and reader share this iteration: only a later statement of it can kill
                         later = all(m.stmt > store.stmt for m in members) and (
-                            group is None or not self.covers.inner_loops(group, h) & writer_set)
+                            group is None or not group.inner & writer_set)
                         candidates = [i] if same_iter_ok and later else []
                     else:  # i - m * step
                         candidates = [int_binary("sub", i, numeral(m * step, ctx))
@@ -511,19 +505,13 @@ class Expander:
         names = self._loop_names(writer.stmt)
         outer = self.loops_of(h)[1]
         reader_loops = self.loops_of(load.stmt)[1]
-        # a reader outside h (after the loop, or before it in an outer loop's body): the killing
-        # iterations of h are those of the writer's own outer iterations, which run between the
-        # two; the reader's iteration of an outer loop would run h after the read
-        outside = h not in reader_loops
         for g in self.loops_of(other.stmt)[0]:
             if g == h:
                 given[g] = j2
-            elif outside and g in outer and f"loop:{g}" in writer.env:
+            elif g in outer and self._at_writers_iteration(g, h, reader_loops, writer):
                 given[g] = writer.env[f"loop:{g}"]
             elif g in reader_loops:  # outer loops, and inner loops around the reader: its own iteration
                 given[g] = reader.env[f"loop:{g}"]
-            elif g in outer and f"loop:{g}" in writer.env:
-                given[g] = writer.env[f"loop:{g}"]
             elif self.view.loops[g].var in names:  # inner loop: the writer's value of the same-named loop
                 claimed.add(names[self.view.loops[g].var])
                 given[g] = writer.env[f"loop:{names[self.view.loops[g].var]}"]
@@ -535,6 +523,14 @@ class Expander:
         cond += self._iteration_order(j2, writer_j, i, same_iter_ok)
         cond += self.same_element(other, inst, load, reader)
         return conjunction(cond, self.enc.ctx)
+
+    @staticmethod
+    def _at_writers_iteration(g: int, h: int, reader_loops: frozenset[int], writer: Instance) -> bool:
+        """Whether a kill at an iteration of loop h runs in the writer's iteration of loop g
+        around h: where the reader is not in g, and wherever the reader is outside h (after the
+        loop, or before it in an outer loop's body: the writer's outer iterations run between the
+        two, the reader's own would run h after the read)."""
+        return (g not in reader_loops or h not in reader_loops) and f"loop:{g}" in writer.env
 
     def _loop_names(self, stmt: int) -> dict[str, int]:
         """Loop variable name -> header, of the loops around a statement (an inner loop's name wins)."""
@@ -579,12 +575,15 @@ class Expander:
         info = self.view.loops[h]
         return info.lo, info.hi, info.step
 
-    def _slice_group(self, other, load, h: int) -> Cover | None:
+    def _slice_group(self, other, load, reader_loops: frozenset[int], h: int) -> Cover | None:
         """The stores (`other` among them) that together overwrite, each iteration of loop h, the
-        whole slice of the buffer the load reads through the same coordinates (slice_cover.py)."""
+        whole slice of the buffer the load reads through the same coordinates (slice_cover.py);
+        None where a loop inside h holds the read too: at the read that iteration has not written
+        the whole slice yet, so per-thread kills (in the reader's own inner iteration) stand."""
         if load.buffer != other.buffer or len(load.coords) != len(other.coords):
             return None
-        return self.covers.group(other, h)
+        group = self.covers.group(other, h)
+        return None if group is None or group.inner & reader_loops else group
 
     def _slice_kill(self, other, compared: int, h: int, j2, writer: Instance, writer_j, i, same_iter_ok: bool,
                     load, reader: Instance) -> z3.BoolRef:
@@ -593,8 +592,8 @@ class Expander:
         first `compared` coordinates equal; none when they rewrite the whole buffer)."""
         env = dict(reader.env)
         reader_loops = self.loops_of(load.stmt)[1]
-        for g in self.loops_of(h)[0]:  # a reader outside h: the writer's outer iterations (see `_kills`)
-            if (g not in reader_loops or h not in reader_loops) and f"loop:{g}" in writer.env:
+        for g in self.loops_of(h)[0]:
+            if self._at_writers_iteration(g, h, reader_loops, writer):
                 env[f"loop:{g}"] = writer.env[f"loop:{g}"]
         env[f"loop:{h}"] = j2
         cond = self.enc.loop_range(h, j2, env)

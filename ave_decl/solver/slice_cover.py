@@ -29,6 +29,9 @@ class Cover(NamedTuple):
     stores' at that iteration."""
     members: tuple[AccessInfo, ...]  # in program order; the first one's kills stand for all
     compared: int
+    # the loops inside the stage loop around any member: a read inside one of them runs before
+    # some of its iteration's writes, so the slice is not complete there
+    inner: frozenset[int]
 
 
 class SliceCovers:
@@ -56,7 +59,7 @@ class SliceCovers:
         if not self._candidate(store, h, compared):
             return None
         if self._covers((store,), h, compared):  # alone (a refill); a group only where no store does
-            return Cover((store,), compared)
+            return self._cover((store,), h, compared)
         outer = self._outer(store, h)
         guards = view.all_guards(store.stmt)
         members = tuple(sorted(
@@ -65,7 +68,10 @@ class SliceCovers:
              and self._candidate(a, h, compared)
              and self._outer(a, h) == outer and view.all_guards(a.stmt) == guards),
             key=lambda a: (a.stmt, a.aid)))
-        return Cover(members, compared) if len(members) > 1 and self._covers(members, h, compared) else None
+        return self._cover(members, h, compared) if len(members) > 1 and self._covers(members, h, compared) else None
+
+    def _cover(self, members: tuple[AccessInfo, ...], h: int, compared: int) -> Cover:
+        return Cover(members, compared, frozenset(g for a in members for g in self._inner(a, h)))
 
     def _outer(self, a: AccessInfo, h: int) -> list[int]:
         """The loops around `a` up to h: a group's stores share them (each may have inner loops of
@@ -75,11 +81,6 @@ class SliceCovers:
 
     def _inner(self, a: AccessInfo, h: int) -> list[int]:
         return self.view.enclosing_loops(a.stmt)[len(self._outer(a, h)):]
-
-    def inner_loops(self, cover: Cover, h: int) -> set[int]:
-        """The loops inside h around any of the cover's stores: a read inside one of them runs
-        before some of this iteration's writes, so the slice is not complete there."""
-        return {g for a in cover.members for g in self._inner(a, h)}
 
     def _covers(self, members: tuple[AccessInfo, ...], h: int, compared: int) -> bool:
         """Together, over the block's threads and the iterations of their loops inside h, the

@@ -69,7 +69,8 @@ def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int 
     boxes: list[tuple[tuple[int, int], ...]] = [tuple((0, v.size) for v in variables)]
     while boxes:
         box = boxes.pop()
-        if 1 < _points_in(box) <= LEAF_POINTS:  # its points, the first on top
+        size = _points_in(box)
+        if 1 < size <= LEAF_POINTS:  # its points, the first on top
             units = [tuple((x, x + 1) for x in p) for p in product(*[range(lo, hi) for lo, hi in box])]
             boxes.extend(reversed(units))
             continue
@@ -92,7 +93,7 @@ def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int 
         if len(points) >= max_points:
             complete = False  # one more point exists beyond the cap
             break
-        if _points_in(box) == 1:
+        if size == 1:
             points.add(tuple(lo for lo, _hi in box))
             continue
         # the narrowest variable not yet fixed first: a value slot spans few values, and a box of
