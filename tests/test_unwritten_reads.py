@@ -32,3 +32,52 @@ def test_a_prologue_filling_the_wrong_stage_is_a_replayed_violation(site):
 def test_the_correct_pipeline_still_verifies():
     (k,) = ave_decl.check(PIPELINED.read_text(), path=str(PIPELINED), violation_sets=False).kernels
     assert k.verdict == Verdict.VERIFIED
+
+
+STAGED_BY_INNER_LOOP = '''
+@kernel(grid=(N // 256,), block=128, wave=64, reference="C = A")
+def staged(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 256 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 256
+    S = shared(f32, (2, 128))
+    for o in range(2):
+        syncthreads()
+        {read}
+        syncthreads()
+        for h in range(3):
+            if {guard}:
+                S[h % 2, t] = A[base + {src} + t]
+        {late_read}
+'''
+READ = "C[base + o * 128 + 127 - t] = S[0, 127 - t]"
+
+
+def _staged(read: str, guard: str, src: str, late_read: str = "") -> str:
+    return STAGED_BY_INNER_LOOP.format(read=read, guard=guard, src=src, late_read=late_read)
+
+
+@pytest.mark.parametrize("text", [
+    # read before any store of the first outer iteration: nothing wrote S[0] yet (was VERIFIED:
+    # the store's stage and guard name `h`, a loop the read is not in, so no alternative was posed)
+    _staged(READ, "h < 2 * o + 1", "128"),
+    # the stores that reach the second iteration's read skip stage 0 in the first one
+    _staged("pass", "h > 2 * o + 1", "o * 128", "syncthreads()\n        " + READ),
+], ids=["read-before-inner-store-loop", "guard-skips-the-stage"])
+def test_a_stage_written_only_by_an_inner_loop_iteration_the_guard_skips_is_a_replayed_violation(text):
+    (_, sim), = simulate_source(SourceFile("staged.ave", text), {"N": 256}, shadow=True)
+    assert not sim.reference["ok"]
+    (k,) = ave_decl.check(text, path="staged.ave", confirm=True, violation_sets=False).kernels
+    assert k.verdict == Verdict.VIOLATION
+    found = [f for f in k.findings if f.verdict == Verdict.VIOLATION and f.replay and f.replay["confirmed"]]
+    assert found
+
+
+def test_a_stage_written_by_an_inner_loop_before_the_read_verifies():
+    text = _staged("pass", "h < 2 * o + 1", "o * 128", "syncthreads()\n        " + READ)
+    (_, sim), = simulate_source(SourceFile("staged.ave", text), {"N": 256}, shadow=True)
+    assert sim.reference["ok"]
+    (k,) = ave_decl.check(text, path="staged.ave", violation_sets=False).kernels
+    assert k.verdict == Verdict.VERIFIED

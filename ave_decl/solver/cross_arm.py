@@ -18,7 +18,6 @@ statement keeps the load UNKNOWN (the reason says which part), never VERIFIED.
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,8 +28,7 @@ from ..hw.expr import evaluate, symbols
 from .intervals import BarrierCount
 from .smt import Encoder, Instance
 from .thread_guards import block_threads, constant_block, passing
-
-MAX_ITERATIONS = 64  # iterations of a store's loops enumerated for the kills and the unwritten alternative
+from .unwritten import loop_points
 
 
 @dataclass
@@ -104,15 +102,7 @@ class CrossArm(BarrierCount):
         return None
 
     def _iterations(self, stmt: int) -> list[dict[int, int]] | None:
-        axes = []
-        for h in self.view.enclosing_loops(stmt):
-            info = self.view.loops[h]
-            lo, hi, step = (self.enc.nodes[e] for e in (info.lo, info.hi, info.step))
-            if lo.op != "const" or hi.op != "const":
-                return None
-            axes.append([(h, j) for j in range(lo.value, hi.value, step.value)])
-        points = [dict(p) for p in itertools.product(*axes)]
-        return points if len(points) <= MAX_ITERATIONS else None
+        return loop_points(self.view, self.enc, self.view.enclosing_loops(stmt))
 
     def _slice_store(self, store, first: int) -> bool:
         """Per iteration, the store's threads that pass its guards write every in-slice offset: its

@@ -6,14 +6,19 @@ has no such store, so without an alternative of its own every tag check on the v
 vacuously. This module builds that alternative where it can be stated without a free thread or
 part variable: for shared stores that write, per execution of their uniform loops, a fixed set of
 in-slice offsets (enumerated over the threads and their inner loops of constant range) at a slice
-chosen by the uniform loops, and whose guards depend on those loops only. When every such store
-either writes all the offsets the load can read or none of them, "store F at iteration j wrote
-the element" is a condition on j alone, and the alternative is constrained by its negation at
+chosen by the uniform loops, and whose guards depend on those loops only. A loop of the store's
+own (one the read is not in) that its slice or guards name is enumerated: its constant range's
+values each give the store's slice and guards at that value. When every such store (at each such
+value) either writes all the offsets the load can read or none of them, "store F at iteration j
+wrote the element" is a condition on j alone (a disjunction over the enumerated values), and the alternative is constrained by its negation at
 the definite iterations the kill instantiation also uses (chains.kill_depths). Each negation is
 implied by "unwritten", so the alternative over-approximates; where no such statement exists the
 alternative is left out (a documented gap: docs/language.md, Unwritten reads).
 """
 from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import z3
@@ -24,12 +29,29 @@ from .smt import Encoder, Instance
 
 
 MAX_POINTS = 1 << 20  # (thread, loop iteration) points enumerated per access
+MAX_ITERATIONS = 64  # values of a store's own loops enumerated for its slice and guards
 
 
-def offsets(view: KernelView, enc: Encoder, acc, loops: list[int], first: int = 1) -> np.ndarray | None:
+def loop_points(view: KernelView, enc: Encoder, loops: list[int]) -> list[dict[int, int]] | None:
+    """Every iteration (loop -> value) of `loops`, whose ranges must be constant; None when one is
+    not, or there are more than MAX_ITERATIONS."""
+    axes = []
+    for h in loops:
+        info = view.loops[h]
+        lo, hi, step = (enc.nodes[e] for e in (info.lo, info.hi, info.step))
+        if lo.op != "const" or hi.op != "const":
+            return None
+        axes.append([(h, j) for j in range(lo.value, hi.value, step.value)])
+    points = [dict(p) for p in itertools.product(*axes)]
+    return points if len(points) <= MAX_ITERATIONS else None
+
+
+def offsets(view: KernelView, enc: Encoder, acc, loops: list[int], first: int = 1,
+            at: dict[int, int] | None = None) -> np.ndarray | None:
     """The flat offsets (over the dimensions after the `first` ones) that `acc` touches over every
-    thread of the block and every iteration of `loops` (constant ranges); None when those
-    coordinates depend on anything else, or the buffer's extents are not constant."""
+    thread of the block and every iteration of `loops` (constant ranges), with the loops of `at`
+    at its values; None when those coordinates depend on anything else, or the buffer's extents
+    are not constant."""
     table = view.kf.table
     dims = [enc.nodes[e] for e in view.dims.get(acc.buffer, [])]
     if len(acc.coords) <= first or len(dims) != len(acc.coords) or any(d.op != "const" for d in dims):
@@ -51,6 +73,7 @@ def offsets(view: KernelView, enc: Encoder, acc, loops: list[int], first: int = 
     for d, extent in enumerate(block):
         env[f"tid:{d}"] = rest % extent
         rest = rest // extent
+    env.update({f"loop:{g}": np.int64(v) for g, v in (at or {}).items()})
     names = set(env)
     flat = np.zeros_like(next(iter(env.values())))
     for c, d in zip(acc.coords[first:], dims[first:]):
@@ -58,6 +81,17 @@ def offsets(view: KernelView, enc: Encoder, acc, loops: list[int], first: int = 
             return None
         flat = flat * d.value + np.broadcast_to(np.asarray(evaluate(table, c, env)), flat.shape)
     return flat
+
+
+@dataclass(frozen=True)
+class _Writer:
+    """A store whose writes "unwritten" denies: the loops it shares with the read, and the values
+    of its own loops that its slice or guards name at which it writes every offset the read can
+    touch (one empty point when there are none)."""
+
+    store: object
+    common: list[int]
+    at: list[dict[int, int]]
 
 
 class Unwritten:
@@ -68,7 +102,7 @@ class Unwritten:
         self.enc = enc
         self.data_guarded = data_guarded
         self.depths = depths
-        self._plans: dict[int, tuple[int, list] | None] = {}
+        self._plans: dict[int, tuple[int, list[_Writer]] | None] = {}
 
     def constraints(self, load, reader: Instance) -> list[z3.BoolRef] | None:
         """Necessary conditions for "no store wrote the element `reader` reads before it", or None
@@ -94,17 +128,18 @@ class Unwritten:
     def _build(self, load, plan: tuple[int, list], reader: Instance) -> list[z3.BoolRef]:
         first, stores = plan
         out: list[z3.BoolRef] = []
-        for store, common in stores:
-            out += [z3.Not(w) for w in self._writes(store, common, first, load, reader)]
+        for writer in stores:
+            out += [z3.Not(w) for w in self._writes(writer, first, load, reader)]
         for c, e in zip(load.coords, self.view.dims[load.buffer]):
             x = self.enc.int_term(c, reader.env)
             out += [x >= 0, x < self.enc.int_term(e, reader.env)]
         return out
 
-    def _plan(self, load, first: int) -> tuple[int, list[tuple[object, list[int]]]] | None:
+    def _plan(self, load, first: int) -> tuple[int, list[_Writer]] | None:
         """The stores into the load's buffer that write what it reads, each with the loops it shares
-        with the load, when the first `first` coordinates (the slice: a pipeline stage) depend on
-        uniform loops only; None when a store does not fit the statement in the module docstring."""
+        with the load and the values of its own loops at which it does, when the first `first`
+        coordinates (the slice: a pipeline stage) depend on uniform loops only; None when a store
+        does not fit the statement in the module docstring."""
         view = self.view
         if (view.buffers[load.buffer][0] != "shared" or load.buffer in view.aliases
                 or any(s == load.buffer for s, _base in view.aliases.values())):
@@ -125,27 +160,39 @@ class Unwritten:
             common = [g for g in loops if g in reader_loops]
             if common != loops[:len(common)] or store.stmt in self.data_guarded or store.kind != "store":
                 return None
-            uniform = {f"loop:{g}" for g in common}
             fixed = list(store.coords[:first]) + [c for c, _p in view.all_guards(store.stmt)]
-            if not all(n in uniform or n.startswith("size:") for c in fixed for n in symbols(table, c)):
+            named = {n for c in fixed for n in symbols(table, c)}
+            own = loops[len(common):]
+            enumerated = [g for g in own if f"loop:{g}" in named]
+            allowed = {f"loop:{g}" for g in common + enumerated}
+            if not all(n in allowed or n.startswith("size:") for n in named):
                 return None
-            wrote = offsets(view, self.enc, store, loops[len(common):], first)
-            if wrote is None:
+            points = loop_points(view, self.enc, enumerated)
+            if points is None:
                 return None
-            hit = np.isin(read, wrote)
-            if hit.all():
-                stores.append((store, common))
-            elif hit.any():
-                return None  # writes some of what the load reads: which ones depends on the thread
+            rest = [g for g in own if g not in enumerated]
+            at_values = []
+            for point in points:
+                wrote = offsets(view, self.enc, store, rest, first, point)
+                if wrote is None:
+                    return None
+                hit = np.isin(read, wrote)
+                if hit.all():
+                    at_values.append(point)
+                elif hit.any():
+                    return None  # writes some of what the load reads: which ones depends on the thread
+            if at_values:
+                stores.append(_Writer(store, common, at_values))
         return first, stores
 
-    def _writes(self, store, common: list[int], first: int, load, reader: Instance) -> list[z3.BoolRef]:
+    def _writes(self, writer: _Writer, first: int, load, reader: Instance) -> list[z3.BoolRef]:
         """"`store` wrote the element before the read" at definite iterations: the reader's own
         iteration of the shared loops (when the store comes first in the body), up to the buffer's
         kill depth of earlier ones of the innermost shared loop, and its first one."""
+        store, common = writer.store, writer.common
         before = store.stmt < load.stmt  # statement ids are in program order
         if not common:
-            return [self._wrote(store, dict(reader.env), first, load, reader)] if before else []
+            return [self._wrote(writer, dict(reader.env), first, load, reader)] if before else []
         h = common[-1]
         info = self.view.loops[h]
         step = self.enc.nodes[info.step].value
@@ -158,15 +205,22 @@ class Unwritten:
             env = dict(reader.env)
             env[f"loop:{h}"] = j
             cond = self.enc.loop_range(h, j, env) + [j <= i if before else j < i]
-            out.append(z3.And(*cond, self._wrote(store, env, first, load, reader)))
+            out.append(z3.And(*cond, self._wrote(writer, env, first, load, reader)))
         return out
 
-    def _wrote(self, store, env: dict, first: int, load, reader: Instance) -> z3.BoolRef:
-        """The store's execution at `env`'s loop values runs and writes the load's slice."""
-        cond = []
-        for c, polarity in self.view.all_guards(store.stmt):
-            term = self.enc.bool_term(c, env)
-            cond.append(term if polarity else z3.Not(term))
-        for cs, cl in zip(store.coords[:first], load.coords[:first]):
-            cond.append(self.enc.int_term(cs, env) == self.enc.int_term(cl, reader.env))
-        return z3.And(*cond) if cond else self.enc.bool_val(True)
+    def _wrote(self, writer: _Writer, env: dict, first: int, load, reader: Instance) -> z3.BoolRef:
+        """The store's execution at `env`'s loop values runs and writes the load's slice, at one of
+        the values of its own enumerated loops at which it writes every offset the load reads."""
+        store = writer.store
+        arms = []
+        for point in writer.at:
+            at_env = dict(env)
+            at_env.update({f"loop:{g}": self.enc.int_val(v) for g, v in point.items()})
+            cond = []
+            for c, polarity in self.view.all_guards(store.stmt):
+                term = self.enc.bool_term(c, at_env)
+                cond.append(term if polarity else z3.Not(term))
+            for cs, cl in zip(store.coords[:first], load.coords[:first]):
+                cond.append(self.enc.int_term(cs, at_env) == self.enc.int_term(cl, reader.env))
+            arms.append(z3.And(*cond) if cond else self.enc.bool_val(True))
+        return arms[0] if len(arms) == 1 else z3.Or(*arms)
