@@ -251,6 +251,18 @@ class Encoder:
         later one's queries (the expander's memo is per instance object)."""
         self._counter = itertools.count()
 
+    def names_used(self) -> int:
+        """How many fresh names this obligation took so far (`resume_names` goes on from there)."""
+        used = next(self._counter)
+        self._counter = itertools.count(used)
+        return used
+
+    def resume_names(self, used: int) -> None:
+        """Name the next instances as they were named after `used` fresh names: the kills of an
+        obligation built later get the names they get when built right after its queries
+        (solver/families.py builds several obligations' queries before their kills)."""
+        self._counter = itertools.count(used)
+
     def fresh(self, prefix: str) -> str:
         """A variable-name prefix unique within this kernel (deterministic from run to run)."""
         return f"{prefix}!{next(self._counter)}"  # "!": labels end in digits too (u1 + 377 vs u + 1377)

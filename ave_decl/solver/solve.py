@@ -24,6 +24,7 @@ from .chains import Alt, Expander, Step, eval_map
 from .deferred import has_deferred, relaxed, strict
 from .derived_ids import check_derived_ids
 from .drops_range import check_drops_ranks
+from .families import FamilyProofs, Posed
 from .hints import bounds_hint, fix_hint
 from .query import Query
 from .raw_terms import _ast_id, connective, some_differ
@@ -125,6 +126,10 @@ class KernelSolver:
         self._relaxed_outcomes: dict[int, tuple[Query, z3.CheckSatResult]] = {}
         # the content keys of the slices this check proved (`_proved_slices`), memo on or off
         self._proved_slice_keys: set[bytes] = set()
+        self._families: FamilyProofs | None = None  # made by `findings` from its obligations
+        # obligation -> its queries as `_posed` built them for a family, with the bit
+        # decompositions and names after them: `discharge` goes on from there (`_built_queries`)
+        self._built: dict[tuple, tuple[list[Query], tuple, int]] = {}
 
     # ----------------------------------------------------------- findings
     def findings(self) -> list[Finding]:
@@ -149,6 +154,18 @@ class KernelSolver:
         # faster in, e.g. gemm_pipelined's K coverage 0.12 s vs 0.24 s after the pairing)
         ordered = obligations if self.max_errors is None else \
             sorted(obligations, key=lambda o: self._report_key(o[1], o[2]))
+        self._families = FamilyProofs([tuple(o[1:]) for o in ordered if o[3] in KNOWN_RELATIONS],
+                                      self._posed, self._family_proved, self._family_parameter, self.enc.ctx,
+                                      self._variable_sets, self.enc.ranges)
+        try:
+            self._discharge_all(ordered, out)
+        finally:
+            self._families = None  # it holds this solver's methods: no cycle outlives the check
+            self._built.clear()
+        out.sort(key=_report_order)
+        return out
+
+    def _discharge_all(self, ordered: list[tuple], out: list[Finding]) -> None:
         # max_errors' errors: the structural ones, then each decided one
         errors = [f for f in out if self._counts_as_error(f)] if self.max_errors is not None else []
         for n, (_k, site, inv, relation, lhs, rhs) in enumerate(ordered):
@@ -158,8 +175,6 @@ class KernelSolver:
             out.append(self.discharge(site, inv, relation, lhs, rhs))
             if self.max_errors is not None and self._counts_as_error(out[-1]):
                 errors.append(out[-1])
-        out.sort(key=_report_order)
-        return out
 
     def _report_key(self, site: int, inv: str) -> tuple[int, int, str]:
         loc = Location.of(self.view.span(site))
@@ -232,15 +247,17 @@ class KernelSolver:
 
     def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
         started = time.perf_counter()
-        # bit decompositions are per obligation: carrying every earlier one into later queries
-        # (hundreds with swizzled layouts and kill instantiations) slows each query down
-        self.enc.restore_side(self._base_side)
-        self.enc.restart_names()
         if relation not in KNOWN_RELATIONS:
             why = f"unknown obligation relation '{relation}' (known: {', '.join(sorted(KNOWN_RELATIONS))})"
             return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
         self._validate(site, inv, relation, lhs, rhs)
-        queries = self._queries(site, relation, lhs, rhs)  # a KeyError from here on is the checker's bug
+        obligation = (site, inv, relation, lhs, rhs)
+        family = self._families.proved(obligation) if self._families is not None else None
+        if family is not None:  # every posed query proved with its family's (solver/families.py)
+            self._built.pop(obligation, None)
+            return self._finding(inv, site, Verdict.VERIFIED, "proved for every block, thread, iteration and value",
+                                 queries=family, solver_ms=(time.perf_counter() - started) * 1000)
+        queries = self._built_queries(obligation)  # a KeyError from here on is the checker's bug
         unknown_reasons: list[str] = []
         count = 0
         self._relaxed_outcomes = {}
@@ -300,6 +317,53 @@ class KernelSolver:
                                  queries=count, solver_ms=ms)
         return self._finding(inv, site, Verdict.VERIFIED, "proved for every block, thread, iteration and value",
                              queries=count, solver_ms=ms)
+
+    def _built_queries(self, obligation: tuple) -> list[Query]:
+        """The obligation's queries, built from its first fresh name with the kernel's bit
+        decompositions only (bit decompositions are per obligation: carrying every earlier one
+        into later queries, hundreds with swizzled layouts and kill instantiations, slows each
+        query down); or those a family attempt built so (`_posed`), with the encoder as it was
+        right after building them: the same terms, names and bit decompositions."""
+        built = self._built.pop(obligation, None)
+        if built is not None:
+            queries, side, used = built
+            self.enc.restore_side(side)
+            self.enc.resume_names(used)
+            return queries
+        site, _inv, relation, lhs, rhs = obligation
+        self.enc.restore_side(self._base_side)
+        self.enc.restart_names()
+        return self._queries(site, relation, lhs, rhs)
+
+    def _posed(self, obligation: tuple) -> Posed | None:
+        """An obligation's posed queries for its family (solver/families.py), built as
+        `discharge` builds them (names restarted, the kernel's bit decompositions only; the
+        kills, when asked for, with the names and bit decompositions they get when built right
+        after the queries); None when one is UNKNOWN before solving (a chain not followed)."""
+        queries = self._built_queries(obligation)
+        side, used = self.enc.side_snapshot(), self.enc.names_used()
+        self._built[obligation] = (queries, side, used)
+        if any(q.unknown or q.lhs.unknown or q.rhs.unknown for q in queries):
+            return None
+
+        def with_kills(which: list[int]) -> dict[int, list[z3.BoolRef]]:
+            self._built.pop(obligation, None)  # its kills are built: discharge builds it again
+            self.enc.restore_side(side)
+            self.enc.resume_names(used)
+            return {i: self.formulas(queries[i]) for i in which}
+
+        return Posed([[*self.base, *relaxed(q.constraints), q.violated, *self.enc.side] for q in queries],
+                     [has_deferred(q.constraints) for q in queries], with_kills)
+
+    def _family_proved(self, formulas: list[z3.BoolRef], members: int) -> bool:
+        """Whether a family's query (solver/families.py) is UNSAT within one budgeted attempt,
+        a quick attempt's budget per member."""
+        return proof_memo.proved_by(self.enc.query_key(formulas), lambda: self.enc.proves(
+            self.enc.prepare(formulas), self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1],
+            budgets.QUICK_PROOF_RLIMIT * members))
+
+    def _family_parameter(self, index: int, values: tuple[int, ...]) -> z3.ArithRef:
+        return self.enc.ranged_var(f"family!{index}", min(values), max(values))
 
     def formulas(self, q: Query) -> list[z3.BoolRef]:
         """Everything a query asserts: the kernel's base, its constraints (the deferred ones

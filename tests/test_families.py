@@ -1,0 +1,121 @@
+"""Families of obligations (solver/families.py): queries equal up to integer constants are
+anti-unified and proved once. The generalisation at each member's values is that member's
+formula, a violated member keeps the family from proving anything, and the report is the one
+the obligations give alone."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import z3
+
+from ave_decl import check
+from ave_decl.solver import families
+from ave_decl.solver.families import AntiUnifier, Mismatch
+
+ROOT = Path(__file__).resolve().parent.parent
+PIPELINED_MMA = ROOT / "examples" / "speed" / "gemm_mma_pipelined.ave"
+
+
+def _unifier(ctx: z3.Context):
+    params: dict[tuple[int, ...], z3.ArithRef] = {}
+
+    def param(values: tuple[int, ...]) -> z3.ArithRef:
+        return params.setdefault(values, z3.Int(f"p{len(params)}", ctx))
+
+    return AntiUnifier(ctx, param), params
+
+
+def _instance(general: list[z3.BoolRef], params: dict, member: int) -> list[z3.BoolRef]:
+    pairs = [(p, z3.IntVal(values[member], p.ctx)) for values, p in params.items()]
+    return [z3.substitute(f, *pairs) if pairs else f for f in general]
+
+
+def _equivalent(a: list[z3.BoolRef], b: list[z3.BoolRef]) -> bool:
+    s = z3.Solver(ctx=a[0].ctx)
+    s.add(z3.And(*a) != z3.And(*b))
+    return s.check() == z3.unsat
+
+
+def test_constants_become_parameters_and_each_member_is_its_instance():
+    ctx = z3.Context()
+    x, y, w = (z3.Int(n, ctx) for n in "xyw")
+    members = [
+        [x + 2 * y == w, x < 136, (x + w) % 32 == 0],  # no constant term in the first sum
+        [x + 2 * y + 8 == w, x < 136, (x + w + 8) % 32 == 0],
+        [(x + 2 * y) + 16 == w, x < 136, (x + w + 16) % 32 == 0],  # nested sums are flattened
+    ]
+    unifier, params = _unifier(ctx)
+    general = unifier.generalise(members)
+    assert list(params) == [(0, 8, 16)]  # one parameter: the constant varies the same way everywhere
+    assert general[1].eq(members[0][1])  # a formula all members share is the first member's
+    for m, formulas in enumerate(members):
+        assert _equivalent(_instance(general, params, m), formulas)
+
+
+def test_numerals_in_comparisons_are_generalised():
+    ctx = z3.Context()
+    x = z3.Int("x", ctx)
+    unifier, params = _unifier(ctx)
+    general = unifier.generalise([[x < 8, x >= 0], [x < 16, x >= 0]])
+    assert list(params) == [(8, 16)]
+    assert _equivalent(_instance(general, params, 1), [x < 16, x >= 0])
+
+
+@pytest.mark.parametrize("second", ["factor", "divisor", "structure", "length"])
+def test_members_that_differ_elsewhere_than_in_linear_constants_do_not_fit(second):
+    ctx = z3.Context()
+    x, y = z3.Int("x", ctx), z3.Int("y", ctx)
+    first = [x * 4 + y == 3, x / 8 == y]
+    other = {
+        "factor": [x * 8 + y == 3, x / 8 == y],  # a parameter there would make the query non-linear
+        "divisor": [x * 4 + y == 3, x / 16 == y],
+        "structure": [x * 4 - y == 3, x / 8 == y],
+        "length": [x * 4 + y == 3],
+    }[second]
+    unifier, _params = _unifier(ctx)
+    with pytest.raises(Mismatch) as raised:
+        unifier.generalise([first, other])
+    assert raised.value.members == {1}
+
+
+def _report(path: Path) -> str:
+    return json.dumps(check(str(path), violation_sets=False, confirm=True).to_json(timings=False), sort_keys=True)
+
+
+def _proved_families(monkeypatch) -> list[int]:
+    counts: list[int] = []
+    prove_family = families.FamilyProofs._prove_family
+
+    def counting(self, *args):
+        before = self.families
+        prove_family(self, *args)
+        counts.append(self.families - before)
+
+    monkeypatch.setattr(families.FamilyProofs, "_prove_family", counting)
+    return counts
+
+
+def test_the_unrolled_accumulators_are_proved_by_families_with_the_report_they_give_alone(monkeypatch):
+    counts = _proved_families(monkeypatch)
+    with_families = _report(PIPELINED_MMA)
+    assert sum(counts) >= 27, "K pairing, K distinctness and stored tags: 9 families each"
+    assert json.loads(with_families)["kernels"][0]["verdict"] == "VERIFIED"
+    monkeypatch.setattr(families, "FAMILY_MIN", 10 ** 9)  # every obligation discharged alone
+    assert _report(PIPELINED_MMA) == with_families
+
+
+def test_one_wrong_accumulator_keeps_its_families_from_proving_and_its_violation_is_reported(monkeypatch, tmp_path):
+    wrong = tmp_path / "wrong_accumulator.ave"
+    text = PIPELINED_MMA.read_text()
+    assert "acc13 = mma_m16n8k16_bf16(a1, b3, acc13)" in text
+    wrong.write_text(text.replace("acc13 = mma_m16n8k16_bf16(a1, b3, acc13)", "acc13 = mma_m16n8k16_bf16(a1, b2, acc13)"))
+    counts = _proved_families(monkeypatch)
+    with_families = _report(wrong)
+    assert 0 in counts, "a family with the wrong accumulator was attempted and did not prove"
+    kernel = json.loads(with_families)["kernels"][0]
+    assert kernel["verdict"] == "VIOLATION"
+    assert any(f["verdict"] == "VIOLATION" and (f.get("replay") or {}).get("confirmed") for f in kernel["findings"])
+    monkeypatch.setattr(families, "FAMILY_MIN", 10 ** 9)
+    assert _report(wrong) == with_families
