@@ -292,12 +292,13 @@ class FamilyProofs:
                 proved[k].add(query)
 
     def _pair_fits(self, first: Posed, second: Posed) -> bool:
+        """Whether two members pose as many queries and their first ones fit: a cheap test for a
+        cluster (a member whose later queries do not fit leaves those families only)."""
         if len(first.formulas) != len(second.formulas):
             return False
-        unifier = AntiUnifier(self.ctx, lambda values: self._param(0, values), self._variables, self._ranges)
         try:
-            for a, b in zip(first.formulas, second.formulas):
-                unifier.generalise([a, b])
+            AntiUnifier(self.ctx, lambda values: self._param(0, values), self._variables,
+                        self._ranges).generalise([first.formulas[0], second.formulas[0]])
         except Mismatch:
             return False
         return True
