@@ -81,3 +81,37 @@ def test_a_stage_written_by_an_inner_loop_before_the_read_verifies():
     assert sim.reference["ok"]
     (k,) = ave_decl.check(text, path="staged.ave", violation_sets=False).kernels
     assert k.verdict == Verdict.VERIFIED
+
+
+SIZE_GUARDED_READ = '''
+@kernel(grid=(N // 256,), block=128, wave=64, reference="C = A")
+def late(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 256 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 256
+    S = shared(f32, (2, 128))
+    if N > 256:
+        S[0, t] = A[base + t]
+    syncthreads()
+    C[base + 127 - t] = S[0, 127 - t]
+    C[base + 128 + t] = A[base + 128 + t]
+    syncthreads()
+    {late}
+'''
+
+
+@pytest.mark.parametrize("late", ["reset_tags(S)", "S[1, t] = load(A[base + t], mask=t < 64, other=0.0)"],
+                         ids=["reset-after-the-read", "masked-store-after-the-read"])
+def test_a_store_after_the_read_does_not_hide_an_unwritten_read(late):
+    """At N = 256 nothing wrote S[0] before the read. A store outside the statement the
+    alternative needs (a whole-buffer reset, a masked store), after the read and in no loop
+    around it, made the load lose its unwritten alternative: VERIFIED (found by a helper
+    probing the checker against the simulator)."""
+    text = SIZE_GUARDED_READ.format(late=late)
+    (_, sim), = simulate_source(SourceFile("late.ave", text), {"N": 256}, shadow=True)
+    assert not sim.reference["ok"]
+    (k,) = ave_decl.check(text, path="late.ave", confirm=True, violation_sets=False).kernels
+    assert k.verdict == Verdict.VIOLATION
+    assert any(f.verdict == Verdict.VIOLATION and f.replay and f.replay["confirmed"] for f in k.findings)

@@ -339,7 +339,8 @@ class KernelSolver:
         """An obligation's posed queries for its family (solver/families.py), built as
         `discharge` builds them (names restarted, the kernel's bit decompositions only; the
         kills, when asked for, with the names and bit decompositions they get when built right
-        after the queries); None when one is UNKNOWN before solving (a chain not followed)."""
+        after the queries), and kept for `discharge`; None when one is UNKNOWN before solving
+        (a chain not followed)."""
         queries = self._built_queries(obligation)
         side, used = self.enc.side_snapshot(), self.enc.names_used()
         self._built[obligation] = (queries, side, used)
@@ -347,10 +348,16 @@ class KernelSolver:
             return None
 
         def with_kills(which: list[int]) -> dict[int, list[z3.BoolRef]]:
-            self._built.pop(obligation, None)  # its kills are built: discharge builds it again
+            self._built.pop(obligation, None)
             self.enc.restore_side(side)
             self.enc.resume_names(used)
-            return {i: self.formulas(queries[i]) for i in which}
+            out = {i: self.formulas(queries[i]) for i in which}
+            if len(self.enc.side) == len(side[0]):
+                # no bit decompositions came with the kills: discharge goes on from these queries,
+                # its own kills named after these (with new bit decompositions it builds them all
+                # again, so that each of its formulas carries the ones it would alone)
+                self._built[obligation] = (queries, side, self.enc.names_used())
+            return out
 
         return Posed([[*self.base, *relaxed(q.constraints), q.violated, *self.enc.side] for q in queries],
                      [has_deferred(q.constraints) for q in queries], with_kills)

@@ -158,6 +158,8 @@ class Unwritten:
                 continue
             loops = view.enclosing_loops(store.stmt)
             common = [g for g in loops if g in reader_loops]
+            if store.stmt > load.stmt and not common:
+                continue  # after the read and in no loop around it: it never ran before the read
             if common != loops[:len(common)] or store.stmt in self.data_guarded or store.kind != "store":
                 return None
             fixed = list(store.coords[:first]) + [c for c, _p in view.all_guards(store.stmt)]
