@@ -115,3 +115,42 @@ def test_a_store_after_the_read_does_not_hide_an_unwritten_read(late):
     (k,) = ave_decl.check(text, path="late.ave", confirm=True, violation_sets=False).kernels
     assert k.verdict == Verdict.VIOLATION
     assert any(f.verdict == Verdict.VIOLATION and f.replay and f.replay["confirmed"] for f in k.findings)
+
+
+PARTLY_WRITTEN = '''
+@kernel(grid=(N // 128,), block=128, wave=64, reference="C = A")
+def part(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 128 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 128
+    S = shared(f32, (2, 128))
+    {stores}
+    syncthreads()
+    C[base + 127 - t] = S[0, 127 - t]
+'''
+HALVES = ["if t < 64:\n        S[0, t] = A[base + t]", "if t >= 64:\n        S[0, t] = A[base + t]"]
+BY_ROWS = "for r in range(2):\n        if t < 64:\n            S[0, r * 64 + t] = A[base + r * 64 + t]"
+
+
+@pytest.mark.parametrize("stores", [HALVES[0], "if t < 64:\n        for r in range(1):\n            S[0, r * 64 + t] = A[base + r * 64 + t]"],
+                         ids=["thread-guard", "thread-guard-and-inner-loop"])
+def test_a_store_that_writes_part_of_what_the_read_reads_leaves_the_rest_unwritten(stores):
+    """Half the threads fill the stage, all read it: the other half was never written. The
+    store's offsets depend on a guard on the thread, so no alternative was posed: VERIFIED."""
+    text = PARTLY_WRITTEN.format(stores=stores)
+    (_, sim), = simulate_source(SourceFile("part.ave", text), {"N": 128}, shadow=True)
+    assert not sim.reference["ok"]
+    (k,) = ave_decl.check(text, path="part.ave", confirm=True, violation_sets=False).kernels
+    assert k.verdict == Verdict.VIOLATION
+    assert any(f.verdict == Verdict.VIOLATION and f.replay and f.replay["confirmed"] for f in k.findings)
+
+
+@pytest.mark.parametrize("stores", ["\n    ".join(HALVES), BY_ROWS], ids=["two-halves", "rows-by-a-loop"])
+def test_stores_that_together_write_what_the_read_reads_verify(stores):
+    text = PARTLY_WRITTEN.format(stores=stores)
+    (_, sim), = simulate_source(SourceFile("part.ave", text), {"N": 128}, shadow=True)
+    assert sim.reference["ok"]
+    (k,) = ave_decl.check(text, path="part.ave", violation_sets=False).kernels
+    assert k.verdict == Verdict.VERIFIED

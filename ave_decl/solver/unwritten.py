@@ -4,16 +4,18 @@ A load's alternatives come from the stores that reach it (chains.Expander.load).
 which no store wrote the element before the read (a pipeline prologue that fills the wrong stage)
 has no such store, so without an alternative of its own every tag check on the value held
 vacuously. This module builds that alternative where it can be stated without a free thread or
-part variable: for shared stores that write, per execution of their uniform loops, a fixed set of
-in-slice offsets (enumerated over the threads and their inner loops of constant range) at a slice
-chosen by the uniform loops, and whose guards depend on those loops only. A loop of the store's
-own (one the read is not in) that its slice or guards name is enumerated: its constant range's
-values each give the store's slice and guards at that value. When every such store (at each such
-value) either writes all the offsets the load can read or none of them, "store F at iteration j
-wrote the element" is a condition on j alone (a disjunction over the enumerated values), and the alternative is constrained by its negation at
-the definite iterations the kill instantiation also uses (chains.kill_depths). Each negation is
-implied by "unwritten", so the alternative over-approximates; where no such statement exists the
-alternative is left out (a documented gap: docs/language.md, Unwritten reads).
+part variable: for shared stores that write, per execution of their uniform loops, a fixed set
+of in-slice offsets (enumerated over the threads that pass the store's guards on the thread id
+and over its inner loops of constant range) at a slice chosen by the uniform loops, and whose
+other guards depend on those loops only. A loop of the store's own (one the read is not in) that
+its slice or guards name is enumerated: its constant range's values each give the store's slice
+and guards at that value. "Store F at iteration j wrote the element" is then a condition on j (a
+disjunction over the enumerated values) and, where the store writes only part of what the load
+can read, on the element's offset (in the runs of offsets it writes), and the alternative is
+constrained by its negation at the definite iterations the kill instantiation also uses
+(chains.kill_depths). Each negation is implied by "unwritten", so the alternative
+over-approximates; where no such statement exists the alternative is left out (a documented
+gap: docs/language.md, Unwritten reads).
 """
 from __future__ import annotations
 
@@ -26,10 +28,12 @@ import z3
 from ..facts.view import KernelView
 from ..hw.expr import evaluate, symbols
 from .smt import Encoder, Instance
+from .thread_guards import constant_block, passing
 
 
 MAX_POINTS = 1 << 20  # (thread, loop iteration) points enumerated per access
 MAX_ITERATIONS = 64  # values of a store's own loops enumerated for its slice and guards
+MAX_RUNS = 16  # runs of consecutive offsets a store that writes part of what a load reads may write
 
 
 def loop_points(view: KernelView, enc: Encoder, loops: list[int]) -> list[dict[int, int]] | None:
@@ -47,11 +51,11 @@ def loop_points(view: KernelView, enc: Encoder, loops: list[int]) -> list[dict[i
 
 
 def offsets(view: KernelView, enc: Encoder, acc, loops: list[int], first: int = 1,
-            at: dict[int, int] | None = None) -> np.ndarray | None:
+            at: dict[int, int] | None = None, guards: list[tuple[int, int]] = ()) -> np.ndarray | None:
     """The flat offsets (over the dimensions after the `first` ones) that `acc` touches over every
-    thread of the block and every iteration of `loops` (constant ranges), with the loops of `at`
-    at its values; None when those coordinates depend on anything else, or the buffer's extents
-    are not constant."""
+    thread of the block that passes `guards` (conditions on the thread id alone) and every
+    iteration of `loops` (constant ranges), with the loops of `at` at its values; None when those
+    coordinates depend on anything else, or the buffer's extents are not constant."""
     table = view.kf.table
     dims = [enc.nodes[e] for e in view.dims.get(acc.buffer, [])]
     if len(acc.coords) <= first or len(dims) != len(acc.coords) or any(d.op != "const" for d in dims):
@@ -69,29 +73,33 @@ def offsets(view: KernelView, enc: Encoder, acc, loops: list[int], first: int = 
     axes.append(("linear", np.arange(enc.block_size())))
     grids = np.meshgrid(*[a for _, a in axes], indexing="ij")
     env = {name: g.ravel() for (name, _), g in zip(axes, grids)}
-    rest = env.pop("linear")
+    rest = env["linear"]
     for d, extent in enumerate(block):
         env[f"tid:{d}"] = rest % extent
         rest = rest // extent
+    linear = env.pop("linear")
     env.update({f"loop:{g}": np.int64(v) for g, v in (at or {}).items()})
     names = set(env)
-    flat = np.zeros_like(next(iter(env.values())))
+    flat = np.zeros_like(linear)
     for c, d in zip(acc.coords[first:], dims[first:]):
         if not symbols(table, c) <= names:
             return None
         flat = flat * d.value + np.broadcast_to(np.asarray(evaluate(table, c, env)), flat.shape)
-    return flat
+    return flat[passing(view, enc, list(guards))[linear]] if guards else flat
 
 
 @dataclass(frozen=True)
 class _Writer:
-    """A store whose writes "unwritten" denies: the loops it shares with the read, and the values
-    of its own loops that its slice or guards name at which it writes every offset the read can
-    touch (one empty point when there are none)."""
+    """A store whose writes "unwritten" denies: the loops it shares with the read, its guards
+    on those loops (the others, on the thread alone, chose the offsets), and the values of its
+    own loops that its slice or guards name at which it writes what the read touches, each with
+    the runs [lo, hi] of in-slice offsets it writes there, or None when those are every offset
+    the read can touch (one empty point when there are no such loops)."""
 
     store: object
     common: list[int]
-    at: list[dict[int, int]]
+    guards: list[tuple[int, int]]
+    at: list[tuple[dict[int, int], list[tuple[int, int]] | None]]
 
 
 class Unwritten:
@@ -162,7 +170,10 @@ class Unwritten:
                 continue  # after the read and in no loop around it: it never ran before the read
             if common != loops[:len(common)] or store.stmt in self.data_guarded or store.kind != "store":
                 return None
-            fixed = list(store.coords[:first]) + [c for c, _p in view.all_guards(store.stmt)]
+            guards = view.all_guards(store.stmt)
+            per_thread = [(c, p) for c, p in guards if _on_thread(table, c)]
+            uniform_guards = [(c, p) for c, p in guards if not _on_thread(table, c)]
+            fixed = list(store.coords[:first]) + [c for c, _p in uniform_guards]
             named = {n for c in fixed for n in symbols(table, c)}
             own = loops[len(common):]
             enumerated = [g for g in own if f"loop:{g}" in named]
@@ -170,21 +181,24 @@ class Unwritten:
             if not all(n in allowed or n.startswith("size:") for n in named):
                 return None
             points = loop_points(view, self.enc, enumerated)
-            if points is None:
+            if points is None or (per_thread and not constant_block(view, self.enc)):
                 return None
             rest = [g for g in own if g not in enumerated]
             at_values = []
             for point in points:
-                wrote = offsets(view, self.enc, store, rest, first, point)
+                wrote = offsets(view, self.enc, store, rest, first, point, per_thread)
                 if wrote is None:
                     return None
                 hit = np.isin(read, wrote)
                 if hit.all():
-                    at_values.append(point)
-                elif hit.any():
-                    return None  # writes some of what the load reads: which ones depends on the thread
+                    at_values.append((point, None))
+                elif hit.any():  # some of what the load reads: which ones, by their offsets
+                    runs = _runs(np.unique(wrote))
+                    if len(runs) > MAX_RUNS:
+                        return None
+                    at_values.append((point, runs))
             if at_values:
-                stores.append(_Writer(store, common, at_values))
+                stores.append(_Writer(store, common, uniform_guards, at_values))
         return first, stores
 
     def _writes(self, writer: _Writer, first: int, load, reader: Instance) -> list[z3.BoolRef]:
@@ -211,18 +225,44 @@ class Unwritten:
         return out
 
     def _wrote(self, writer: _Writer, env: dict, first: int, load, reader: Instance) -> z3.BoolRef:
-        """The store's execution at `env`'s loop values runs and writes the load's slice, at one of
-        the values of its own enumerated loops at which it writes every offset the load reads."""
+        """The store's execution at `env`'s loop values runs and writes the element the load
+        reads, at one of the values of its own enumerated loops at which it writes there."""
         store = writer.store
         arms = []
-        for point in writer.at:
+        for point, runs in writer.at:
             at_env = dict(env)
             at_env.update({f"loop:{g}": self.enc.int_val(v) for g, v in point.items()})
             cond = []
-            for c, polarity in self.view.all_guards(store.stmt):
+            for c, polarity in writer.guards:
                 term = self.enc.bool_term(c, at_env)
                 cond.append(term if polarity else z3.Not(term))
             for cs, cl in zip(store.coords[:first], load.coords[:first]):
                 cond.append(self.enc.int_term(cs, at_env) == self.enc.int_term(cl, reader.env))
+            if runs is not None:
+                offset = self._offset(load, first, reader)
+                cond.append(z3.Or(*[z3.And(offset >= lo, offset <= hi) for lo, hi in runs]))
             arms.append(z3.And(*cond) if cond else self.enc.bool_val(True))
         return arms[0] if len(arms) == 1 else z3.Or(*arms)
+
+    def _offset(self, load, first: int, reader: Instance) -> z3.ArithRef:
+        """The flat in-slice offset of the element the reader reads (constant extents: `offsets`
+        required them)."""
+        dims = self.view.dims[load.buffer]
+        flat = self.enc.int_val(0)
+        for c, d in zip(load.coords[first:], dims[first:]):
+            flat = flat * self.enc.nodes[d].value + self.enc.int_term(c, reader.env)
+        return flat
+
+
+def _on_thread(table, c: int) -> bool:
+    """A guard on the thread id alone (it chooses which offsets a store writes)."""
+    names = symbols(table, c)
+    return bool(names) and all(n.startswith("tid:") for n in names)
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted distinct values as runs [lo, hi] of consecutive ones."""
+    breaks = np.flatnonzero(np.diff(values) != 1)
+    starts = np.concatenate(([0], breaks + 1))
+    ends = np.concatenate((breaks, [len(values) - 1]))
+    return [(int(values[a]), int(values[b])) for a, b in zip(starts, ends)]
