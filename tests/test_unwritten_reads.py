@@ -154,3 +154,86 @@ def test_stores_that_together_write_what_the_read_reads_verify(stores):
     assert sim.reference["ok"]
     (k,) = ave_decl.check(text, path="part.ave", violation_sets=False).kernels
     assert k.verdict == Verdict.VERIFIED
+
+
+VARYING_INNER = '''
+@kernel(grid=(N // 256,), block=128, wave=64, reference="C = A")
+def vary(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 256 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 256
+    S = shared(f32, (2, 128))
+    for o in range(2):
+        for h in range({bounds}):
+            {guard}S[{stage}, t] = A[base + o * 128 + t]
+        syncthreads()
+        C[base + o * 128 + 127 - t] = S[o % 2, 127 - t]
+        syncthreads()
+'''
+
+
+def _vary(bounds: str, stage: str, guard: str = "") -> str:
+    return VARYING_INNER.format(bounds=bounds, stage=stage, guard=f"if {guard}:\n                " if guard else "")
+
+
+@pytest.mark.parametrize("text", [
+    _vary("o", "o % 2"),  # no iteration at o = 0: nothing wrote stage 0 (was VERIFIED)
+    _vary("o + 1", "h % 2", "h == o + 1"),  # the guard's value is past the range at every o
+], ids=["empty-at-the-first-iteration", "guard-outside-the-range"])
+def test_a_store_in_a_loop_of_varying_range_that_never_runs_leaves_the_stage_unwritten(text):
+    (_, sim), = simulate_source(SourceFile("vary.ave", text), {"N": 256}, shadow=True)
+    assert not sim.reference["ok"]
+    (k,) = ave_decl.check(text, path="vary.ave", confirm=True, violation_sets=False).kernels
+    assert k.verdict == Verdict.VIOLATION
+    assert any(f.verdict == Verdict.VIOLATION and f.replay and f.replay["confirmed"] for f in k.findings)
+
+
+@pytest.mark.parametrize("text", [_vary("o + 1", "o % 2"), _vary("o + 1", "h % 2", "h == o")],
+                         ids=["runs-at-every-iteration", "stage-by-the-loop"])
+def test_a_store_in_a_loop_of_varying_range_that_runs_verifies(text):
+    (_, sim), = simulate_source(SourceFile("vary.ave", text), {"N": 256}, shadow=True)
+    assert sim.reference["ok"]
+    (k,) = ave_decl.check(text, path="vary.ave", violation_sets=False).kernels
+    assert k.verdict == Verdict.VERIFIED
+
+
+@pytest.mark.parametrize("body", [
+    # a reset at the end of each iteration: it leaves no tag, as no store does (was VERIFIED)
+    """S = shared(f32, (2, 128))
+    for o in range(2):
+        syncthreads()
+        if o == 1:
+            S[o % 2, t] = A[base + o * 128 + t]
+        syncthreads()
+        C[base + o * 256 + 127 - t] = S[o % 2, 127 - t]
+        C[base + o * 256 + 128 + t] = A[base + o * 256 + 128 + t]
+        syncthreads()
+        reset_tags(S)""",
+    # half a stage per iteration of a loop of varying range: at o = 0 the second half is unwritten
+    """S = shared(f32, (2, 256))
+    for o in range(2):
+        syncthreads()
+        for j in range(o + 1):
+            S[o % 2, j * 128 + t] = A[base + o * 256 + j * 128 + t]
+        syncthreads()
+        C[base + o * 256 + 255 - t] = S[o % 2, 255 - t]
+        C[base + o * 256 + 127 - t] = S[o % 2, 127 - t]""",
+], ids=["reset-in-the-loop", "offsets-by-a-loop-of-varying-range"])
+def test_more_never_written_stages_are_replayed_violations(body):
+    text = f'''
+@kernel(grid=(N // 512,), block=128, wave=64, reference="C = A")
+def more(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % 512 == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * 512
+    {body}
+'''
+    (_, sim), = simulate_source(SourceFile("more.ave", text), {"N": 512}, shadow=True)
+    assert not sim.reference["ok"]
+    (k,) = ave_decl.check(text, path="more.ave", confirm=True, violation_sets=False).kernels
+    assert k.verdict == Verdict.VIOLATION
+    assert any(f.verdict == Verdict.VIOLATION and f.replay and f.replay["confirmed"] for f in k.findings)

@@ -8,8 +8,10 @@ part variable: for shared stores that write, per execution of their uniform loop
 of in-slice offsets (enumerated over the threads that pass the store's guards on the thread id
 and over its inner loops of constant range) at a slice chosen by the uniform loops, and whose
 other guards depend on those loops only. A loop of the store's own (one the read is not in) that
-its slice or guards name is enumerated: its constant range's values each give the store's slice
-and guards at that value. "Store F at iteration j wrote the element" is then a condition on j (a
+its slice or guards name is enumerated: its range's values (every value a range varying with the
+shared loops takes, each with "it is in the range there") each give the store's slice and guards
+at that value; an own loop of varying range that the offsets do not name contributes "it had an
+iteration". "Store F at iteration j wrote the element" is then a condition on j (a
 disjunction over the enumerated values) and, where the store writes only part of what the load
 can read, on the element's offset (in the runs of offsets it writes), and the alternative is
 constrained by its negation at the definite iterations the kill instantiation also uses
@@ -94,12 +96,15 @@ class _Writer:
     on those loops (the others, on the thread alone, chose the offsets), and the values of its
     own loops that its slice or guards name at which it writes what the read touches, each with
     the runs [lo, hi] of in-slice offsets it writes there, or None when those are every offset
-    the read can touch (one empty point when there are no such loops)."""
+    the read can touch (one empty point when there are no such loops); and its own loops of
+    varying range, which the offsets do not name."""
 
     store: object
     common: list[int]
     guards: list[tuple[int, int]]
     at: list[tuple[dict[int, int], list[tuple[int, int]] | None]]
+    nonempty: list[int]  # own loops of varying range: the store ran when each had an iteration
+    bounded: list[int]  # enumerated own loops of varying range: a value runs when in the range
 
 
 class Unwritten:
@@ -160,10 +165,11 @@ class Unwritten:
         if read is None:
             return None
         read = np.unique(read)
+        resets = {row[-2] for row in view.kf.relation("reset_tags")}  # (..., statement, buffer)
         stores = []
         for store in view.accesses.values():
-            if store.buffer != load.buffer or store.kind not in ("store", "write_all"):
-                continue
+            if store.buffer != load.buffer or store.kind not in ("store", "write_all") or store.stmt in resets:
+                continue  # a reset leaves no tag, as no store does: it only makes "unwritten" wider
             loops = view.enclosing_loops(store.stmt)
             common = [g for g in loops if g in reader_loops]
             if store.stmt > load.stmt and not common:
@@ -176,14 +182,25 @@ class Unwritten:
             fixed = list(store.coords[:first]) + [c for c, _p in uniform_guards]
             named = {n for c in fixed for n in symbols(table, c)}
             own = loops[len(common):]
-            enumerated = [g for g in own if f"loop:{g}" in named]
+            # enumerated: the own loops the slice or a guard names, and those of varying range the
+            # offsets name (each value then writes its own offsets)
+            in_slice = {n for c in store.coords[first:] for n in symbols(table, c)}
+            enumerated = [g for g in own if f"loop:{g}" in named
+                          or (f"loop:{g}" in in_slice and not self._constant_range(g))]
             allowed = {f"loop:{g}" for g in common + enumerated}
             if not all(n in allowed or n.startswith("size:") for n in named):
                 return None
-            points = loop_points(view, self.enc, enumerated)
+            bounded = [g for g in enumerated if not self._constant_range(g)]
+            points = self._own_points(enumerated, common)
             if points is None or (per_thread and not constant_block(view, self.enc)):
                 return None
             rest = [g for g in own if g not in enumerated]
+            # an own loop of varying range that the offsets do not name: the store ran when it
+            # had an iteration (its bounds on the shared loops and the sizes)
+            varying = [g for g in rest if not self._constant_range(g)]
+            if any(not self._runs_when_nonempty(store, g, first, allowed) for g in varying):
+                return None
+            rest = [g for g in rest if g not in varying]
             at_values = []
             for point in points:
                 wrote = offsets(view, self.enc, store, rest, first, point, per_thread)
@@ -198,7 +215,7 @@ class Unwritten:
                         return None
                     at_values.append((point, runs))
             if at_values:
-                stores.append(_Writer(store, common, uniform_guards, at_values))
+                stores.append(_Writer(store, common, uniform_guards, at_values, varying, bounded))
         return first, stores
 
     def _writes(self, writer: _Writer, first: int, load, reader: Instance) -> list[z3.BoolRef]:
@@ -236,6 +253,15 @@ class Unwritten:
             for c, polarity in writer.guards:
                 term = self.enc.bool_term(c, at_env)
                 cond.append(term if polarity else z3.Not(term))
+            for g in writer.nonempty:
+                info = self.view.loops[g]
+                cond.append(self.enc.int_term(info.lo, at_env) < self.enc.int_term(info.hi, at_env))
+            for g in writer.bounded:  # the enumerated value is an iteration of its loop there
+                info, value = self.view.loops[g], point[g]
+                cond += [self.enc.int_term(info.lo, at_env) <= value, value < self.enc.int_term(info.hi, at_env)]
+                step = self.enc.nodes[info.step].value
+                if step != 1:
+                    cond.append((value - self.enc.int_term(info.lo, at_env)) % step == 0)
             for cs, cl in zip(store.coords[:first], load.coords[:first]):
                 cond.append(self.enc.int_term(cs, at_env) == self.enc.int_term(cl, reader.env))
             if runs is not None:
@@ -243,6 +269,64 @@ class Unwritten:
                 cond.append(z3.Or(*[z3.And(offset >= lo, offset <= hi) for lo, hi in runs]))
             arms.append(z3.And(*cond) if cond else self.enc.bool_val(True))
         return arms[0] if len(arms) == 1 else z3.Or(*arms)
+
+    def _own_points(self, enumerated: list[int], common: list[int]) -> list[dict[int, int]] | None:
+        """The values to enumerate of the store's own loops its slice or guards name: every
+        iteration of a constant range; for a range whose bounds depend on the shared loops
+        (constant ranges) only, every value the bounds allow at some iteration of those (each
+        point then carries "it is in the range", `_wrote`); None past MAX_ITERATIONS."""
+        axes = []
+        for g in enumerated:
+            info = self.view.loops[g]
+            step = self.enc.nodes[info.step]
+            if step.op != "const" or step.value <= 0:
+                return None
+            if self._constant_range(g):
+                lo, hi = self.enc.nodes[info.lo].value, self.enc.nodes[info.hi].value
+                axes.append([(g, j) for j in range(lo, hi, step.value)])
+                continue
+            lo, hi = self._extreme(info.lo, common, min), self._extreme(info.hi, common, max)
+            if lo is None or hi is None:
+                return None
+            axes.append([(g, j) for j in range(lo, hi)])  # `_wrote` keeps those on the step
+        points = [dict(p) for p in itertools.product(*axes)]
+        return points if len(points) <= MAX_ITERATIONS else None
+
+    def _extreme(self, e: int, loops: list[int], pick) -> int | None:
+        """The least or greatest value (`pick`) of expression `e` over the iterations of `loops`
+        (constant ranges), which must be all it names."""
+        table = self.view.kf.table
+        names = symbols(table, e)
+        axes = []
+        for g in loops:
+            info = self.view.loops[g]
+            lo, hi, step = (self.enc.nodes[x] for x in (info.lo, info.hi, info.step))
+            if lo.op != "const" or hi.op != "const":
+                return None
+            axes.append((f"loop:{g}", np.arange(lo.value, hi.value, step.value)))
+        if not names <= {name for name, _a in axes}:
+            return None
+        grids = np.meshgrid(*[a for _, a in axes], indexing="ij") if axes else [np.zeros(1, dtype=np.int64)]
+        env = {n: g.ravel() for (n, _a), g in zip(axes, grids)}
+        values = np.broadcast_to(np.asarray(evaluate(table, e, env)), grids[0].ravel().shape)
+        return int(pick(values)) if values.size else None
+
+    def _constant_range(self, g: int) -> bool:
+        info = self.view.loops[g]
+        return self.enc.nodes[info.lo].op == "const" and self.enc.nodes[info.hi].op == "const"
+
+    def _runs_when_nonempty(self, store, g: int, first: int, allowed: set[str]) -> bool:
+        """Whether own loop `g` (of varying range) leaves the store's offsets alone and its
+        bounds depend on the loops of `allowed` and the sizes only (then "it had an iteration"
+        is a condition on those), with a positive constant step."""
+        table, info = self.view.kf.table, self.view.loops[g]
+        step = self.enc.nodes[info.step]
+        if step.op != "const" or step.value <= 0:
+            return False
+        if any(f"loop:{g}" in symbols(table, c) for c in store.coords[first:]):
+            return False
+        return all(n in allowed or n.startswith("size:")
+                   for e in (info.lo, info.hi) for n in symbols(table, e))
 
     def _offset(self, load, first: int, reader: Instance) -> z3.ArithRef:
         """The flat in-slice offset of the element the reader reads (constant extents: `offsets`
