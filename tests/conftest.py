@@ -66,6 +66,19 @@ def checks_simulates_and_runs(ave, path: Path, simulated: str) -> None:
     assert parse_text(printer.module(m)) == m
 
 
+def copy_kernel(name: str, block: int, body: str, per_block: int = 1024) -> str:
+    """A kernel copying A to C through shared memory, `per_block` elements per block: `body`
+    (indented, one line per statement) after t and base."""
+    return f"""@kernel(grid=(N // {per_block},), block={block}, wave=64, reference="C = A")
+def {name}(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
+    assume(N % {per_block} == 0)
+    tag(A, lambda i: (i,), "A")
+    tag(C, lambda i: (i,), "C")
+    t = thread_id(0)
+    base = block_id(0) * {per_block}
+""" + body
+
+
 def pytest_report_header(config):
     from ave_decl.datalog.souffle_engine import find_souffle
 

@@ -7,19 +7,7 @@ from __future__ import annotations
 import ave_decl
 from ave_decl.report.model import Verdict
 from ave_decl.solver import slice_cover
-
-
-def _copy_kernel(name: str, block: int, body: str, per_block: int = 1024) -> str:
-    """A kernel copying A to C through shared memory, `per_block` elements per block: `body`
-    after t and base."""
-    return f"""@kernel(grid=(N // {per_block},), block={block}, wave=64, reference="C = A")
-def {name}(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
-    assume(N % {per_block} == 0)
-    tag(A, lambda i: (i,), "A")
-    tag(C, lambda i: (i,), "C")
-    t = thread_id(0)
-    base = block_id(0) * {per_block}
-""" + body
+from conftest import copy_kernel as _copy_kernel
 
 
 # The prologue fills stage 0 with one thread mapping (t, 128 + t); the loop refills a stage per

@@ -13,11 +13,15 @@ vector of the members' values (so a constant that varies the same way everywhere
 parameter); sums are compared as flattened lists of terms, so `(bm + wm) + x` and
 `bm + wm + 16 + x` meet. A numeral under a product, a division or a modulus is not generalised
 (a parameter there would make the query non-linear): the member that differs there leaves the
-family. The family's query is the generalised formulas and "the parameters take the values of
-one member" (a disjunction over the members). Each member is the generalisation at its own
-values, so the family's query is satisfiable exactly when some member's is: its UNSAT proves
-every member's query. A SAT or a spent budget proves nothing and each obligation is discharged
-on its own as before, so verdicts and counterexamples are those the obligations give alone.
+family. Members whose instances were named apart (production attention's o0..o3 accumulate
+through differently named loops) may differ in the names of integer variables of the same range
+too: the first member's name stands for them. The family's query is the generalised formulas
+and "the parameters take the values of one member" (a disjunction over the members). Each member
+is an instance of the generalisation at its own values (its own variables substituted for the
+first member's, which must not occur in it otherwise), so the family's UNSAT proves every
+member's query. A SAT or a spent budget proves nothing and each obligation is discharged on its
+own as before, so verdicts and counterexamples are those the obligations give alone. The
+members are built once: discharge goes on from what was built (solve.KernelSolver._posed).
 """
 from __future__ import annotations
 
