@@ -136,7 +136,7 @@ class AntiUnifier:
         constants = tuple(k for _terms, k in parts)
         if len(set(constants)) > 1:
             out.append(self._param(constants))
-        elif constants[0]:
+        elif constants[0] or not out:
             out.append(z3.IntVal(constants[0], self.ctx))
         return int_sum(out)
 
@@ -159,6 +159,14 @@ class AntiUnifier:
         c = self._c
         return (_decl_kind(c, _app_decl(c, node)) == z3.Z3_OP_UNINTERPRETED
                 and _sort_kind(c, _get_sort(c, node)) == z3.Z3_INT_SORT)
+
+    def _constant(self, node) -> int | None:
+        """The value of a numeral or of a sum of numerals, else None."""
+        value = int_numeral_value(self._c, node)
+        if value is not None or _ast_kind(self._c, node) != z3.Z3_APP_AST:
+            return value
+        terms, constant = self._summands(node)
+        return None if terms else constant
 
     def _summands(self, node) -> tuple[list, int]:
         """The non-constant terms of a (nested) sum, in order, and its constant terms' sum."""
@@ -189,8 +197,8 @@ class AntiUnifier:
         args = []
         for i in range(arity):
             column = tuple(_arg(c, a, i) for a in nodes)
-            if nonlinear:
-                values = [int_numeral_value(c, a) for a in column]
+            if nonlinear:  # a constant operand that differs would become a parameter there
+                values = [self._constant(a) for a in column]
                 if values[0] is not None and values.count(values[0]) != len(values):
                     raise Mismatch({k for k, v in enumerate(values) if v != values[0]})
             made = self._term(column)
@@ -265,35 +273,35 @@ class FamilyProofs:
         return [c for c in clusters if len(c) >= 2]
 
     def _prove_cluster(self, obligations: list[tuple], built: list[Posed]) -> None:
+        """Each query position in turn, for the members still able to be proved whole: their
+        family without kills (one attempt's budget where the queries have kills), then, where
+        that does not prove it, with them. A member that a position's family does not cover
+        (it did not fit, or the family was not proved) is discharged on its own, and the
+        cluster stops when fewer than two members are left (a violated member's family fails,
+        and nothing more of its cluster is attempted: the PV-layout variant's K pairing)."""
         self._unifiers = {}
-        shape = len(built[0].formulas)
-        members = list(range(len(built)))
-        proved: dict[int, set[int]] = {k: set() for k in members}
-        for i in range(shape):
-            # without its kills, a query that has kills gets one attempt's budget: where that
-            # does not prove it, the kills usually do, sooner (production attention's K
-            # distinctness: 4 budgets spent in 0.14 s, then 0.04 s with the kills)
-            kills = any(built[k].has_kills[i] for k in members)
-            self._prove_family(members, [built[k].formulas[i] for k in members], i, proved, 1 if kills else None)
-        # the queries with kills of the families not proved without them: again with their kills
-        needing = [i for i in range(shape) if any(i not in proved[k] and built[k].has_kills[i] for k in members)]
-        full = {k: built[k].with_kills([i for i in needing if i not in proved[k]]) for k in members}
-        for i in needing:
-            kept = [k for k in members if i in full[k]]
-            self._prove_family(kept, [full[k][i] for k in kept], i, proved)
-        for k in members:
-            if len(proved[k]) == shape:
-                self._proved[obligations[k]] = shape
+        alive = list(range(len(built)))
+        for i in range(len(built[0].formulas)):
+            kills = any(built[k].has_kills[i] for k in alive)
+            covered = self._family_proved([built[k].formulas[i] for k in alive], alive, 1 if kills else None)
+            if kills and len(covered) < len(alive):
+                full = {k: built[k].with_kills([i])[i] for k in alive}
+                covered = self._family_proved([full[k] for k in alive], alive)
+            alive = covered
+            if len(alive) < 2:
+                return
+        self.families += len(built[0].formulas)
+        for k in alive:
+            self._proved[obligations[k]] = len(built[k].formulas)
 
-    def _prove_family(self, members: list[int], formulas: list[list[z3.BoolRef]], query: int,
-                      proved: dict[int, set[int]], budget: int | None = None) -> None:
-        """Prove one query of the members by their family's query, within a quick attempt's
-        budget per member (or `budget` of them)."""
+    def _family_proved(self, formulas: list[list[z3.BoolRef]], members: list[int], budget: int | None = None
+                       ) -> list[int]:
+        """The members whose query (`formulas`, one list per member) their family's query
+        proves, within a quick attempt's budget per member (or `budget` of them)."""
         made = self._generalised(members, formulas)
         if made is not None and self._prove(made[1], budget or len(made[0])):
-            self.families += 1
-            for k in made[0]:
-                proved[k].add(query)
+            return made[0]
+        return []
 
     def _pair_fits(self, first: Posed, second: Posed) -> bool:
         """Whether two members pose as many queries and their first ones fit: a cheap test for a

@@ -347,17 +347,24 @@ class KernelSolver:
         if any(q.unknown or q.lhs.unknown or q.rhs.unknown for q in queries):
             return None
 
+        names = [used]  # the fresh names taken so far: each batch of kills goes on after the last
+
         def with_kills(which: list[int]) -> dict[int, list[z3.BoolRef]]:
             self._built.pop(obligation, None)
             self.enc.restore_side(side)
-            self.enc.resume_names(used)
+            self.enc.resume_names(names[0])
             out = {i: self.formulas(queries[i]) for i in which}
-            if len(self.enc.side) == len(side[0]):
+            names[0] = self.enc.names_used()
+            if len(self.enc.side) == len(side[0]) and not fresh_bits[0]:
                 # no bit decompositions came with the kills: discharge goes on from these queries,
                 # its own kills named after these (with new bit decompositions it builds them all
                 # again, so that each of its formulas carries the ones it would alone)
-                self._built[obligation] = (queries, side, self.enc.names_used())
+                self._built[obligation] = (queries, side, names[0])
+            else:
+                fresh_bits[0] = True
             return out
+
+        fresh_bits = [False]
 
         return Posed([[*self.base, *relaxed(q.constraints), q.violated, *self.enc.side] for q in queries],
                      [has_deferred(q.constraints) for q in queries], with_kills)
