@@ -111,7 +111,8 @@ def test_one_wrong_accumulator_keeps_its_families_from_proving_and_its_violation
     wrong = tmp_path / "wrong_accumulator.ave"
     text = PIPELINED_MMA.read_text()
     assert "acc13 = mma_m16n8k16_bf16(a1, b3, acc13)" in text
-    wrong.write_text(text.replace("acc13 = mma_m16n8k16_bf16(a1, b3, acc13)", "acc13 = mma_m16n8k16_bf16(a1, b2, acc13)"))
+    wrong.write_text(text.replace("acc13 = mma_m16n8k16_bf16(a1, b3, acc13)",
+                                  "acc13 = mma_m16n8k16_bf16(a1, b2, acc13)"))
     counts = _proved_families(monkeypatch)
     with_families = _report(wrong)
     assert 0 in counts, "a family with the wrong accumulator was attempted and did not prove"

@@ -118,8 +118,10 @@ HALVES = ["if t < 64:\n        S[0, t] = A[base + t]", "if t >= 64:\n        S[0
 BY_ROWS = "for r in range(2):\n        if t < 64:\n            S[0, r * 64 + t] = A[base + r * 64 + t]"
 
 
-@pytest.mark.parametrize("stores", [HALVES[0], "if t < 64:\n        for r in range(1):\n            S[0, r * 64 + t] = A[base + r * 64 + t]"],
-                         ids=["thread-guard", "thread-guard-and-inner-loop"])
+GUARDED_ROW = "if t < 64:\n        for r in range(1):\n            S[0, r * 64 + t] = A[base + r * 64 + t]"
+
+
+@pytest.mark.parametrize("stores", [HALVES[0], GUARDED_ROW], ids=["thread-guard", "thread-guard-and-inner-loop"])
 def test_a_store_that_writes_part_of_what_the_read_reads_leaves_the_rest_unwritten(stores):
     """Half the threads fill the stage, all read it: the other half was never written. The
     store's offsets depend on a guard on the thread, so no alternative was posed: VERIFIED."""

@@ -222,9 +222,9 @@ class FamilyProofs:
     `variables` and `ranges` let members differ in the names of their variables (AntiUnifier).
     `build(obligation)` gives its posed queries (`Posed`: without their deferred kills, a weaker
     query as discharge's first attempt, and with them on demand); None when a query is UNKNOWN
-    before any solving (the obligation is then discharged on its own). `prove(formulas, members)`: whether a family's query of that many
-    members is UNSAT; `param(index, values)`: a family's parameter (a fresh variable with the
-    values' range)."""
+    before any solving (the obligation is then discharged on its own). `prove(formulas, n)`:
+    whether a family's query of n members is UNSAT; `param(index, values)`: a family's
+    parameter (a fresh variable with the values' range)."""
 
     def __init__(self, obligations: list[tuple],
                  build: Callable[[tuple], Posed | None],
