@@ -241,7 +241,6 @@ class FamilyProofs:
         self._proved: dict[tuple, int] = {}  # obligation -> its posed queries, all proved
         # a cluster's generalisers and their parameters, per set of members (`_family_query`)
         self._unifiers: dict[tuple[int, ...], tuple[AntiUnifier, dict]] = {}
-        self.families = 0  # families proved (for bench and tests)
 
     def proved(self, obligation: tuple) -> int | None:
         """The number of posed queries of `obligation` when its families proved every one."""
@@ -290,7 +289,6 @@ class FamilyProofs:
             alive = covered
             if len(alive) < 2:
                 return
-        self.families += len(built[0].formulas)
         for k in alive:
             self._proved[obligations[k]] = len(built[k].formulas)
 
@@ -309,8 +307,8 @@ class FamilyProofs:
         if len(first.formulas) != len(second.formulas):
             return False
         try:
-            AntiUnifier(self.ctx, lambda values: self._param(0, values), self._variables,
-                        self._ranges).generalise([first.formulas[0], second.formulas[0]])
+            AntiUnifier(self.ctx, lambda _values: z3.Int("family!fits", self.ctx), self._variables,
+                        self._ranges).generalise([first.formulas[0], second.formulas[0]])  # no query made
         except Mismatch:
             return False
         return True

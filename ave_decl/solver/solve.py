@@ -155,7 +155,7 @@ class KernelSolver:
         ordered = obligations if self.max_errors is None else \
             sorted(obligations, key=lambda o: self._report_key(o[1], o[2]))
         self._families = FamilyProofs([tuple(o[1:]) for o in ordered if o[3] in KNOWN_RELATIONS],
-                                      self._posed, self._family_proved, self._family_parameter, self.enc.ctx,
+                                      self._posed, self._proves_family, self._family_parameter, self.enc.ctx,
                                       self._variable_sets, self.enc.ranges)
         try:
             self._discharge_all(ordered, out)
@@ -350,26 +350,22 @@ class KernelSolver:
         names = [used]  # the fresh names taken so far: each batch of kills goes on after the last
 
         def with_kills(which: list[int]) -> dict[int, list[z3.BoolRef]]:
-            self._built.pop(obligation, None)
+            kept = self._built.pop(obligation, None) is not None
             self.enc.restore_side(side)
             self.enc.resume_names(names[0])
             out = {i: self.formulas(queries[i]) for i in which}
             names[0] = self.enc.names_used()
-            if len(self.enc.side) == len(side[0]) and not fresh_bits[0]:
-                # no bit decompositions came with the kills: discharge goes on from these queries,
-                # its own kills named after these (with new bit decompositions it builds them all
-                # again, so that each of its formulas carries the ones it would alone)
+            if kept and len(self.enc.side) == len(side[0]):
+                # no bit decompositions came with the kills (now or before): discharge goes on
+                # from these queries, its own kills named after these (with new bit decompositions
+                # it builds them all again, so that each formula carries the ones it would alone)
                 self._built[obligation] = (queries, side, names[0])
-            else:
-                fresh_bits[0] = True
             return out
 
-        fresh_bits = [False]
+        return Posed([self.relaxed_formulas(q) for q in queries], [has_deferred(q.constraints) for q in queries],
+                     with_kills)
 
-        return Posed([[*self.base, *relaxed(q.constraints), q.violated, *self.enc.side] for q in queries],
-                     [has_deferred(q.constraints) for q in queries], with_kills)
-
-    def _family_proved(self, formulas: list[z3.BoolRef], members: int) -> bool:
+    def _proves_family(self, formulas: list[z3.BoolRef], members: int) -> bool:
         """Whether a family's query (solver/families.py) is UNSAT within one budgeted attempt,
         a quick attempt's budget per member."""
         return proof_memo.proved_by(self.enc.query_key(formulas), lambda: self.enc.proves(
@@ -378,6 +374,10 @@ class KernelSolver:
 
     def _family_parameter(self, index: int, values: tuple[int, ...]) -> z3.ArithRef:
         return self.enc.ranged_var(f"family!{index}", min(values), max(values))
+
+    def relaxed_formulas(self, q: Query) -> list[z3.BoolRef]:
+        """`formulas` without the deferred kills (a weaker query: its UNSAT is the query's)."""
+        return [*self.base, *relaxed(q.constraints), q.violated, *self.enc.side]
 
     def formulas(self, q: Query) -> list[z3.BoolRef]:
         """Everything a query asserts: the kernel's base, its constraints (the deferred ones
@@ -505,7 +505,7 @@ class KernelSolver:
         known = self._relaxed_outcomes.get(id(q))
         if known is not None:
             return known[1]
-        formulas = [*self.base, *relaxed(q.constraints), q.violated, *self.enc.side]
+        formulas = self.relaxed_formulas(q)
         same = self._identity(formulas)
         outcome = self._decided_as(same)
         if outcome is None:

@@ -38,18 +38,28 @@ MAX_ITERATIONS = 64  # values of a store's own loops enumerated for its slice an
 MAX_RUNS = 16  # runs of consecutive offsets a store that writes part of what a load reads may write
 
 
+def loop_values(view: KernelView, enc: Encoder, g: int) -> np.ndarray | None:
+    """The values loop `g` takes, when its range is constant; else None."""
+    lo, hi, step = (enc.nodes[e] for e in (view.loops[g].lo, view.loops[g].hi, view.loops[g].step))
+    if lo.op != "const" or hi.op != "const":
+        return None
+    return np.arange(lo.value, hi.value, step.value)
+
+
 def loop_points(view: KernelView, enc: Encoder, loops: list[int]) -> list[dict[int, int]] | None:
     """Every iteration (loop -> value) of `loops`, whose ranges must be constant; None when one is
     not, or there are more than MAX_ITERATIONS."""
-    axes = []
-    for h in loops:
-        info = view.loops[h]
-        lo, hi, step = (enc.nodes[e] for e in (info.lo, info.hi, info.step))
-        if lo.op != "const" or hi.op != "const":
-            return None
-        axes.append([(h, j) for j in range(lo.value, hi.value, step.value)])
-    points = [dict(p) for p in itertools.product(*axes)]
+    axes = [loop_values(view, enc, h) for h in loops]
+    if any(a is None for a in axes):
+        return None
+    points = [dict(zip(loops, map(int, p))) for p in itertools.product(*axes)]
     return points if len(points) <= MAX_ITERATIONS else None
+
+
+def _loop_axes(view: KernelView, enc: Encoder, loops: list[int]) -> list[tuple[str, np.ndarray]] | None:
+    """("loop:g", its values) per loop of constant range; None when one is not."""
+    axes = [(f"loop:{g}", loop_values(view, enc, g)) for g in loops]
+    return None if any(a is None for _n, a in axes) else axes
 
 
 def offsets(view: KernelView, enc: Encoder, acc, loops: list[int], first: int = 1,
@@ -62,14 +72,8 @@ def offsets(view: KernelView, enc: Encoder, acc, loops: list[int], first: int = 
     dims = [enc.nodes[e] for e in view.dims.get(acc.buffer, [])]
     if len(acc.coords) <= first or len(dims) != len(acc.coords) or any(d.op != "const" for d in dims):
         return None
-    axes = []
-    for g in loops:
-        info = view.loops[g]
-        lo, hi = enc.nodes[info.lo], enc.nodes[info.hi]
-        if lo.op != "const" or hi.op != "const":
-            return None
-        axes.append((f"loop:{g}", np.arange(lo.value, hi.value, enc.nodes[info.step].value)))
-    if int(np.prod([len(a) for _, a in axes])) * enc.block_size() > MAX_POINTS:
+    axes = _loop_axes(view, enc, loops)
+    if axes is None or int(np.prod([len(a) for _, a in axes])) * enc.block_size() > MAX_POINTS:
         return None
     block = enc.block_dims()
     axes.append(("linear", np.arange(enc.block_size())))
@@ -281,9 +285,9 @@ class Unwritten:
             step = self.enc.nodes[info.step]
             if step.op != "const" or step.value <= 0:
                 return None
-            if self._constant_range(g):
-                lo, hi = self.enc.nodes[info.lo].value, self.enc.nodes[info.hi].value
-                axes.append([(g, j) for j in range(lo, hi, step.value)])
+            values = loop_values(self.view, self.enc, g)
+            if values is not None:
+                axes.append([(g, int(j)) for j in values])
                 continue
             lo, hi = self._extreme(info.lo, common, min), self._extreme(info.hi, common, max)
             if lo is None or hi is None:
@@ -296,15 +300,8 @@ class Unwritten:
         """The least or greatest value (`pick`) of expression `e` over the iterations of `loops`
         (constant ranges), which must be all it names."""
         table = self.view.kf.table
-        names = symbols(table, e)
-        axes = []
-        for g in loops:
-            info = self.view.loops[g]
-            lo, hi, step = (self.enc.nodes[x] for x in (info.lo, info.hi, info.step))
-            if lo.op != "const" or hi.op != "const":
-                return None
-            axes.append((f"loop:{g}", np.arange(lo.value, hi.value, step.value)))
-        if not names <= {name for name, _a in axes}:
+        axes = _loop_axes(self.view, self.enc, loops)
+        if axes is None or not symbols(table, e) <= {name for name, _a in axes}:
             return None
         grids = np.meshgrid(*[a for _, a in axes], indexing="ij") if axes else [np.zeros(1, dtype=np.int64)]
         env = {n: g.ravel() for (n, _a), g in zip(axes, grids)}
@@ -312,8 +309,7 @@ class Unwritten:
         return int(pick(values)) if values.size else None
 
     def _constant_range(self, g: int) -> bool:
-        info = self.view.loops[g]
-        return self.enc.nodes[info.lo].op == "const" and self.enc.nodes[info.hi].op == "const"
+        return loop_values(self.view, self.enc, g) is not None
 
     def _runs_when_nonempty(self, store, g: int, first: int, allowed: set[str]) -> bool:
         """Whether own loop `g` (of varying range) leaves the store's offsets alone and its
