@@ -17,15 +17,18 @@ __all__ = ["check", "relations", "invariants", "frozen_spec_changes", "emit", "r
 
 def check(source_or_path: str | PathLike | list[str | PathLike], *, engine: str = "embedded",
           timeout: float = 10.0, rules: tuple[str, ...] | list[str] = (), path: str = "<string>",
-          violation_sets: bool = True, confirm: bool = False, max_errors: int | None = None) -> Report:
+          violation_sets: bool = True, confirm: bool = False, max_errors: int | None = None,
+          jobs: int = 1) -> Report:
     """Verify kernels given as file paths, or as `.ave` source text (named by `path`). `max_errors`:
     stop deciding a kernel's obligations once its report has that many errors and a violation
-    (an agent loop that reads only the first findings; `ave check --max-errors`)."""
+    (an agent loop that reads only the first findings; `ave check --max-errors`). `jobs`: processes
+    deciding a kernel's obligations (`ave check --jobs`; the same report for any number; 1 by
+    default, as a caller that checks candidates side by side already uses the cores)."""
     from .lang.source import SourceFile
     from .pipeline import Options, read_sources, run
 
     opts = Options(engine=engine, timeout_s=timeout, rules_dirs=tuple(str(r) for r in rules),
-                   violation_sets=violation_sets, confirm=confirm, max_errors=max_errors)
+                   violation_sets=violation_sets, confirm=confirm, max_errors=max_errors, jobs=jobs)
     items = source_or_path if isinstance(source_or_path, list) else [source_or_path]
     sources, errors = [], []
     for item in items:

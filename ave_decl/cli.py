@@ -148,13 +148,18 @@ def _frozen_spec_gate(original: str, sources: list) -> None:
 @click.option("--max-errors", "max_errors", type=click.IntRange(min=1), default=None, metavar="N",
               help="Stop deciding a kernel's obligations once it has N errors (one a violation): the first N "
                    "findings and the verdict are those of the full check, the rest is not decided.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Processes deciding one kernel's obligations (default: the cores this process may use; the "
+                   "report is the same for any N).")
 def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: float | None,
           rules_dirs: tuple[str, ...], as_json: bool, confirm: bool, no_violation_sets: bool, show_time: bool,
           verbose: bool, no_timings: bool = False, print_relations: tuple[str, ...] = (),
-          frozen_spec: str | None = None, proof_cache: str | None = None, max_errors: int | None = None) -> None:
+          frozen_spec: str | None = None, proof_cache: str | None = None, max_errors: int | None = None,
+          jobs: int | None = None) -> None:
     """Check kernels (.ave files): VERIFIED, VIOLATION with a counterexample, UNKNOWN, or ERROR."""
     from .pipeline import Options, read_sources, run
     from .report.text import render
+    from .solver.parallel import default_jobs
 
     if show_time and no_timings:
         raise click.UsageError("--time and --no-timings exclude each other")
@@ -164,7 +169,8 @@ def check(files: tuple[str, ...], engine: str, timeout: float, engine_timeout: f
         _frozen_spec_gate(frozen_spec, sources)
     opts = Options(engine, timeout, rules_dirs, engine_timeout, confirm, not no_violation_sets,
                    print_relations=tuple(print_relations),
-                   proof_cache=proof_cache or os.environ.get("AVE_PROOF_CACHE") or None, max_errors=max_errors)
+                   proof_cache=proof_cache or os.environ.get("AVE_PROOF_CACHE") or None, max_errors=max_errors,
+                   jobs=jobs or default_jobs())
     dumps: list = []  # --print-relation: one RelationDump per kernel and relation
     report = run(sources, opts, errors, dumps)
     for k in report.kernels:

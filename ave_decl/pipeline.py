@@ -48,6 +48,7 @@ class Options:
     print_relations: tuple[str, ...] = ()  # `--print-relation`: relations whose tuples are dumped
     proof_cache: str | None = None  # a folder whose proof file backs the proof memo (solver/proof_memo.py)
     max_errors: int | None = None  # `--max-errors`: stop deciding obligations after this many errors
+    jobs: int = 1  # `--jobs`: processes deciding one kernel's obligations (solver/parallel.py)
 
 
 @dataclass
@@ -181,7 +182,7 @@ def _run(sources: list[SourceFile], opts: Options, read_errors: list[ErrorReport
             solver = KernelSolver(KernelView.of(kf), by_kernel.get(kf.kid, {}), meta, opts.timeout_s,
                                   opts.violation_sets, opts.max_errors,
                                   lambda f, src=kf.source: in_source_suppression(f, src) is not None,
-                                  context=fe.contexts.pop(kf.kid, None))  # freed with its solver
+                                  context=fe.contexts.pop(kf.kid, None), jobs=opts.jobs)  # context: freed with it
             findings = solver.findings()
         except AveError as exc:  # e.g. a rule asking for 'rel' at a site that is not an assert_tag
             report.errors.append(error_report(exc, None, kf.source.path))

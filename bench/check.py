@@ -8,6 +8,8 @@ within one run rather than absolute numbers across runs. Usage: python bench/che
 `--proof-cache` (what an agent loop that shells out pays per candidate).
 `--memo-cost` compares the child CPU of a first check per example with the memo off and on.
 `--memo` keeps the proof memo on (off by default: a warm run would reuse every proof of the first).
+`--jobs N` decides each kernel's obligations with N processes, as `ave check` does with every
+core (default 1: the single-process work).
 
 `--against REV` measures a git revision too (extracted with `git worktree` into a temporary
 directory): for each example, fresh processes of both trees alternate, each timing one cold run
@@ -18,6 +20,7 @@ in the product code.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -85,7 +88,7 @@ def _one_run(path: Path) -> dict[str, float]:
     for kf in kernels:
         shared = {"context": contexts.pop(kf.kid)} if contexts.get(kf.kid) is not None else {}
         findings = KernelSolver(KernelView.of(kf), derived.get(kf.kid, {}), rule_metadata(prog), 10.0,
-                                **shared).findings()
+                                **shared, **_jobs(KernelSolver)).findings()
         report.kernels.append(KernelReport(kf.name, src.path, kernel_verdict(findings), findings))
     t4 = time.perf_counter()
     render(report, {src.path: src})
@@ -96,6 +99,13 @@ def _one_run(path: Path) -> dict[str, float]:
     t["total"] = (t5 - t0) * 1000
     t["verdict"] = report.kernels[0].verdict.value  # type: ignore[assignment]
     return t
+
+
+def _jobs(solver_class) -> dict:
+    """`jobs=` for the solver, from --jobs (children read it from AVE_BENCH_JOBS); a revision
+    from before solver/parallel.py, measured by --against, decides in one process."""
+    jobs = int(os.environ.get("AVE_BENCH_JOBS", "1"))
+    return {"jobs": jobs} if jobs > 1 and "jobs" in inspect.signature(solver_class).parameters else {}
 
 
 def child_runs(path: Path, repeat: int) -> dict:
@@ -253,11 +263,16 @@ def main() -> None:
     ap.add_argument("--memo", action="store_true",
                     help="keep the proof memo on (solver/proof_memo.py): warm runs then reuse the proofs of the first "
                          "run, as an agent re-checking a kernel does; off by default, so warm = the work of one check")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="processes deciding a kernel's obligations (solver/parallel.py; `ave check` uses every core); "
+                         "with --against, a revision from before it uses one")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-runs", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not args.memo:
         os.environ["AVE_PROOF_MEMO"] = "off"  # children inherit it
+    if not (args.child or args.child_runs):  # children inherit it (their own --jobs is the default)
+        os.environ["AVE_BENCH_JOBS"] = str(args.jobs)
     if args.child:
         print(json.dumps(one_run(Path(args.child))))
         return

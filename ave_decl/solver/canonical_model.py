@@ -50,23 +50,38 @@ def free_constants(formulas: list[z3.ExprRef]) -> list[z3.ExprRef]:
     return out
 
 
+def canonical_text(assertions: list[z3.BoolRef], constants: list[z3.ExprRef],
+                   home: z3.Context) -> tuple[str, list[z3.ExprRef]]:
+    """The assertions (of context `home`; `constants`: their free_constants) as SMT-LIB text with
+    the i-th constant named `ave!v<i>`, and those renamed constants (of `home`): text that depends
+    on the assertions alone, not on the names or history of the process that made them."""
+    renamed = [z3.Const(f"ave!v{i}", c.sort()) for i, c in enumerate(constants)]  # no tensor is named so
+    query = connective("and", assertions, home)  # one term: one substitution
+    printer = z3.Solver(ctx=home)
+    printer.add(z3.substitute(query, *zip(constants, renamed)) if constants else query)
+    return printer.sexpr(), renamed
+
+
+def renamed_text(term: z3.ExprRef, constants: list[z3.ExprRef], renamed: list[z3.ExprRef]) -> str:
+    """`term` (over the constants) as SMT-LIB over `canonical_text`'s names."""
+    return (z3.substitute(term, *zip(constants, renamed)) if constants else term).sexpr()
+
+
 def canonical_model(assertions: list[z3.BoolRef], constants: list[z3.ExprRef], sizes: list[z3.ArithRef],
                     timeout_ms: int, smallest: Smallest, home: z3.Context) -> z3.ModelRef | None:
     """The model of the assertions (of context `home`; `constants`: their free_constants) found
     from their canonical text (None when the copy cannot be read back or is not settled within
     the timeout: the caller keeps its own)."""
-    renamed = [z3.Const(f"ave!v{i}", c.sort()) for i, c in enumerate(constants)]  # no tensor is named so
-    query = connective("and", assertions, home)  # one term: one substitution
-    printer = z3.Solver(ctx=home)
-    printer.add(z3.substitute(query, *zip(constants, renamed)) if constants else query)
+    text, renamed = canonical_text(assertions, constants, home)
     ctx = z3.Context()  # fresh per query: Z3 recycles the ids of freed terms, so a context
     # shared by a kernel's violations made each model depend on when Python freed the last one's
     fresh = z3.Solver(ctx=ctx)
     fresh.set("timeout", timeout_ms)
     try:
-        fresh.from_string(printer.sexpr())
+        fresh.from_string(text)
     except z3.Z3Exception:  # a term Z3 prints but cannot read back
         return None
+    query = connective("and", assertions, home)
     position = {c.get_id(): i for i, c in enumerate(constants)}
     found = smallest(fresh, [z3.Const(f"ave!v{position[s.get_id()]}", s.sort().translate(ctx))
                              for s in sizes if s.get_id() in position], False)

@@ -15,11 +15,12 @@ from ..facts.view import KernelView
 from ..hw.instructions import INSTRUCTIONS
 from ..lang.errors import RuleError
 from ..report.model import ChainPoint, Counterexample, Finding, Location, Side, Verdict
-from . import budgets, proof_memo
+from . import budgets, parallel, proof_memo
 from .access_queries import BANKS, AccessQueries
 from .barrier_queries import PATH_RELATIONS, BarrierQueries, path_message
 from .budgets import SMALL_MODEL_RLIMIT
-from .canonical_model import canonical_model, free_constants, model_of_values, model_values
+from .canonical_model import (canonical_model, canonical_text, free_constants, model_of_values, model_values,
+                              renamed_text)
 from .chains import Alt, Expander, Step, eval_map
 from .deferred import has_deferred, relaxed, strict
 from .derived_ids import check_derived_ids
@@ -30,6 +31,7 @@ from .query import Query
 from .raw_terms import _ast_id, connective, some_differ
 from .slicing import Slice, Slicer, VariableSets, query_slice, weaker_slices, worth_slicing
 from .smt import Encoder, Instance, as_bool
+from .violation_set import SetQuery, violating_set
 
 STRUCTURAL_REASONS = {
     "lhs-untagged": "the left-hand value has no tagged source (its tag is Top): tag the tensor it comes from",
@@ -102,10 +104,16 @@ OPERAND_KINDS: dict[str, tuple[str, str, str]] = {
 class KernelSolver:
     def __init__(self, view: KernelView, derived: dict[str, list[tuple]], metadata: dict[str, dict[str, str]],
                  timeout_s: float, violation_sets: bool = True, max_errors: int | None = None,
-                 suppressed: Callable[[Finding], bool] = lambda f: False, context: z3.Context | None = None):
+                 suppressed: Callable[[Finding], bool] = lambda f: False, context: z3.Context | None = None,
+                 jobs: int = 1):
         check_derived_ids(view, derived)  # rows a --rules file added with ids the kernel lacks: exit 4
         self.violation_sets = violation_sets
         self.max_errors, self.suppressed = max_errors, suppressed
+        self.jobs = jobs  # processes deciding the obligations (solver/parallel.py)
+        # whether `discharge` leaves violation sets to be counted later (by any process), and the
+        # queries it left, by obligation (`take_set_queries`)
+        self.defer_sets = False
+        self._set_queries: dict[tuple, SetQuery] = {}
         self.unchecked = 0  # obligations max_errors left undecided
         self.view = view
         self.enc = Encoder(view, context)  # the context of the kernel's derived facts, when given
@@ -158,8 +166,15 @@ class KernelSolver:
                                       self._posed, self._proves_family, self._family_parameter, self.enc.ctx,
                                       self._variable_sets, self.enc.ranges)
         try:
-            self._discharge_all(ordered, out)
+            if self.max_errors is None and self.jobs > 1:  # (max_errors stops in report order: one process)
+                self.defer_sets = True
+                out.extend(parallel.discharge_all([tuple(o[1:]) for o in ordered], lambda o: self.discharge(*o),
+                                                  self.jobs, self.take_set_queries))
+            else:
+                self._discharge_all(ordered, out)
         finally:
+            self.defer_sets = False
+            self._set_queries.clear()
             self._families = None  # it holds this solver's methods: no cycle outlives the check
             self._built.clear()
         out.sort(key=_report_order)
@@ -305,7 +320,11 @@ class KernelSolver:
                 finding = self._finding(inv, site, Verdict.VIOLATION, self._message(relation, cex, site),
                                         counterexample=cex, queries=count, solver_ms=ms)
                 if self.violation_sets and finding.severity == "error" and relation not in ("write_count",):
-                    finding.violation_set = self._violation_set(q, relation)
+                    counted = self._set_query(q, relation)
+                    if self.defer_sets:
+                        self._set_queries[obligation] = counted
+                    else:
+                        finding.violation_set = violating_set(counted)
                 finding.fix_hint = self._fix_hint(relation, q, cex)
                 return finding
             if result == z3.unknown:
@@ -769,26 +788,29 @@ class KernelSolver:
                                         a_inst, b_inst, extras))
         return out
 
-    def _violation_set(self, q: Query, relation: str) -> dict | None:
-        """The exact set of violating (lane, value) / (thread, value) points, on one path."""
-        from .violation_set import Var, describe, enumerate_points
-
+    def _set_query(self, q: Query, relation: str) -> SetQuery:
+        """The violated query and the variables to count its violating points over: (lane, value)
+        of a matrix instruction's A operand, or the thread (and slot), on one path."""
         if relation == "k_pairing":
             instr = INSTRUCTIONS[self.view.mma[q.site.stmt][0]]
-            variables = [Var("lane", q.extras["lane_a"], instr.group_size),
-                         Var("value", q.extras["slot_a"], instr.a.values)]
+            variables = [("lane", q.extras["lane_a"], instr.group_size), ("value", q.extras["slot_a"], instr.a.values)]
         else:
-            variables = [Var("thread", self.enc.linear_thread(q.site), self.enc.block_size())]
+            variables = [("thread", self.enc.linear_thread(q.site), self.enc.block_size())]
             reads = [s for s in q.lhs.chain[:1] + q.rhs.chain[:1]
                      if s.access >= 0 and self.view.accesses[s.access].kind == "read_all"]
             if reads and relation != "in_bounds":
                 size = self.enc.nodes[self.view.buffers[reads[0].buffer][1]].value
-                variables.append(Var("value", q.site.env["slot"], size))
-        solver = self.enc.query_solver(self.timeout_ms, self.formulas(q))
-        found = enumerate_points(solver, variables)
-        if found.wall_clock or not found.points:
-            return None  # a count cut by the wall clock would depend on machine load
-        return describe(found.points, variables, found.complete)
+                variables.append(("value", q.site.env["slot"], size))
+        prepared = self.enc.prepare(self.formulas(q))
+        constants = free_constants(prepared)
+        text, renamed = canonical_text(prepared, constants, self.enc.ctx)
+        return SetQuery(text, tuple((name, renamed_text(term, constants, renamed), size)
+                                    for name, term, size in variables), self.timeout_ms)
+
+    def take_set_queries(self) -> dict[tuple, SetQuery]:
+        """The set queries `discharge` left for later (`defer_sets`), by obligation, forgotten here."""
+        taken, self._set_queries = self._set_queries, {}
+        return taken
 
     # ----------------------------------------------------- counterexample
     def _counterexample(self, model: z3.ModelRef, q: Query, relation: str) -> Counterexample:

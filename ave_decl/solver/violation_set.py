@@ -10,6 +10,11 @@ The enumeration's budget is deterministic (budgets.py): at most ENUM_MAX_POINTS 
 ENUM_TOTAL_RLIMIT Z3 resource units, so the count is the same whatever the machine load; the
 set is "at least N" only when that budget ran out. A call stopped by the wall clock instead
 (the user's --timeout, far above the budget) makes the count load-dependent: no set is reported.
+The count is made from the violated query's canonical text in a fresh Z3 context (`SetQuery`), so
+it depends on the query alone: counted in the kernel's context, the units a call spends depended
+on what the process had made before (production attention's PV-layout variant: "128 of 256" in
+one process, "at least 55" when its K pairing was decided after other obligations), and a text
+can be counted by any process (solver/parallel.py).
 """
 from __future__ import annotations
 
@@ -17,8 +22,6 @@ from dataclasses import dataclass
 from itertools import product
 
 import z3
-from pyeda.boolalg.expr import Complement
-from pyeda.inter import And, Or, espresso_exprs, exprvar
 
 from .budgets import ENUM_CALL_RLIMIT, ENUM_MAX_POINTS, ENUM_TOTAL_RLIMIT, rlimit_count, stopped_by_wall_clock
 
@@ -44,6 +47,52 @@ class Enumeration:
 
 
 LEAF_POINTS = 4  # a box this small is checked point by point
+
+
+@dataclass(frozen=True)
+class SetQuery:
+    """A violated query and the bounded variables to project it on, as text: everything
+    `violating_set` needs and no Z3 object, so that the count depends on the query alone (not on
+    what the process made before: a count cut by the budget did) and any process can make it."""
+    text: str  # SMT-LIB assertions, constants named canonically (canonical_model.canonical_text)
+    variables: tuple[tuple[str, str, int], ...]  # (name, term over those constants as SMT-LIB, size)
+    timeout_ms: int
+
+
+def violating_set(query: SetQuery) -> dict | None:
+    """The query's violating points, counted in a fresh context and described (`describe`); None
+    when Z3 cannot read the text back, no point is found, or a call hit the wall clock (the count
+    would depend on machine load)."""
+    ctx = z3.Context()
+    solver = z3.Solver(ctx=ctx)
+    solver.set("timeout", query.timeout_ms)
+    try:
+        solver.from_string(query.text)
+        symbols = _symbols(solver.assertions())
+        variables = [Var(name, z3.parse_smt2_string(f"(assert (= {term} 0))", decls=symbols, ctx=ctx)[0].arg(0), size)
+                     for name, term, size in query.variables]
+    except z3.Z3Exception:  # a term Z3 prints but cannot read back
+        return None
+    found = enumerate_points(solver, variables)
+    if found.wall_clock or not found.points:
+        return None
+    return describe(found.points, variables, found.complete)
+
+
+def _symbols(assertions: z3.AstVector) -> dict[str, z3.FuncDeclRef]:
+    """The uninterpreted constants and functions of the assertions, by name."""
+    out: dict[str, z3.FuncDeclRef] = {}
+    seen: set[int] = set()
+    stack = list(assertions)
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen or not z3.is_app(t):
+            continue
+        seen.add(t.get_id())
+        if t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out[t.decl().name()] = t.decl()
+        stack.extend(t.children())
+    return out
 
 
 def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int = ENUM_TOTAL_RLIMIT,
@@ -130,7 +179,10 @@ def _inside(box: tuple[tuple[int, int], ...], variables: list[Var]) -> list[z3.B
 
 def describe(points: set[tuple[int, ...]] | frozenset[tuple[int, ...]], variables: list[Var],
              complete: bool) -> dict:
-    """Count, Espresso cubes and a one-line description; the cubes' union is exactly `points`."""
+    """Count, Espresso cubes and a one-line description; the cubes' union is exactly `points`.
+    (pyeda is imported here: a check with no violation never needs it, and it costs a cold start.)"""
+    from pyeda.inter import And, Or, espresso_exprs, exprvar
+
     total = 1
     for v in variables:
         total *= v.size
@@ -164,6 +216,8 @@ def describe(points: set[tuple[int, ...]] | frozenset[tuple[int, ...]], variable
 def _literals(lits) -> dict[str, bool]:
     """Bit variable name -> required value of one Espresso product term. pyeda gives a negated
     variable as a `Complement` literal (ASTOP 'lit', like a plain variable), not as a 'not' node."""
+    from pyeda.boolalg.expr import Complement
+
     return {str(~lit if isinstance(lit, Complement) else lit): not isinstance(lit, Complement) for lit in lits}
 
 

@@ -1,0 +1,71 @@
+"""One kernel's obligations decided by several processes (solver/parallel.py): the report is the
+one a single process gives, a helper that dies or raises costs only time or is reported as if
+met in this process, and proofs a helper made reach this process's proof memo. Each check runs
+in a fresh process (tests/parallel_probe.py): forking helpers is refused once JAX is loaded,
+which other tests in a worker may have done."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ave_decl.solver import parallel
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = Path(__file__).resolve().parent / "parallel_probe.py"
+# violations with counterexamples and violation sets (async copies), K pairing families
+WAIT2 = ROOT / "examples" / "pipelines" / "gemm_pipelined3_wait2.ave"
+MI300X = ROOT / "examples" / "speed" / "gemm_mfma_mi300x.ave"
+
+
+def _probe(path: Path, *args: str) -> dict:
+    out = subprocess.run([sys.executable, str(PROBE), str(path), *args], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def alone() -> dict[str, dict]:
+    return {p.name: _probe(p, "--jobs", "1")["report"] for p in (WAIT2, MI300X)}
+
+
+@pytest.mark.parametrize("path", [WAIT2, MI300X], ids=lambda p: p.stem)
+def test_two_jobs_give_the_report_of_one(path, alone):
+    got = _probe(path, "--jobs", "2")
+    assert got["from_helpers"] > 0  # a helper did decide obligations
+    assert got["learned"] > 0  # and its proofs reached this process's memo
+    assert got["report"] == alone[path.name]
+
+
+def test_a_helper_that_dies_costs_only_time(alone):
+    got = _probe(WAIT2, "--jobs", "2", "--fault", "kill")
+    assert got["from_helpers"] == 0
+    assert got["report"] == alone[WAIT2.name]
+
+
+def test_a_helper_that_dies_counting_a_violation_set_costs_only_time(alone):
+    assert _probe(WAIT2, "--jobs", "2", "--fault", "kill-counting")["report"] == alone[WAIT2.name]
+
+
+def test_an_error_in_a_helper_is_reported_as_here():
+    report = _probe(WAIT2, "--jobs", "2", "--fault", "raise")["report"]
+    assert [e["message"] for e in report["errors"]] == ["injected in a helper"]
+    assert report["kernels"] == []
+
+
+def test_one_job_forks_no_helper():
+    assert _probe(WAIT2, "--jobs", "1")["from_helpers"] == 0
+
+
+def test_no_helper_is_forked_where_forking_is_unsafe(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", object())
+    assert not parallel.can_fork()
+
+
+def test_units_keep_sharing_relations_whole_and_heaviest_first():
+    obligations = [(1, "a", "in_bounds", 0, 0), (2, "k", "k_pairing", 0, 0), (3, "a", "in_bounds", 0, 0),
+                   (4, "k", "k_pairing", 0, 0), (5, "s", "broadcast", 0, 0)]
+    assert parallel.work_units(obligations) == [[1, 3], [4], [0], [2]]
