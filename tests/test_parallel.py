@@ -69,3 +69,9 @@ def test_units_keep_sharing_relations_whole_and_heaviest_first():
     obligations = [(1, "a", "in_bounds", 0, 0), (2, "k", "k_pairing", 0, 0), (3, "a", "in_bounds", 0, 0),
                    (4, "k", "k_pairing", 0, 0), (5, "s", "broadcast", 0, 0)]
     assert parallel.work_units(obligations) == [[1, 3], [4], [0], [2]]
+
+
+def test_jobs_is_a_positive_count_and_changes_no_report(ave):
+    assert ave("check", "-j", "0", str(WAIT2)).code == 2
+    one, two = (ave("check", "--json", "--no-timings", "-j", n, str(WAIT2)) for n in ("1", "2"))
+    assert one.code == two.code == 1 and one.json() == two.json()
