@@ -1,18 +1,19 @@
 """Run by tests/test_parallel.py in a fresh process (forking helpers is only safe in a process
 without JAX, which other tests load): checks one kernel with N jobs and prints one JSON line,
 the report (no timings), how many findings helpers sent back and how many proofs this process
-learned from them (the proof memo on). `--fault kill|raise` makes the
-first obligation a helper decides kill the helper or raise a rule error there; `--fault
-kill-counting` kills a helper counting a violation set."""
+learned from them (the proof memo on). Faults: `kill` (a helper kills itself at its first
+obligation), `raise` (every process raises at the kernel's bank-conflict obligations),
+`kill-counting` (a helper kills itself counting a violation set), `no-fork` (os.fork fails),
+`orphan` (this process prints its helpers' pids and kills itself once they are forked)."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import signal
+import sys
 
 from ave_decl import pipeline
-from ave_decl.lang.errors import RuleError
 from ave_decl.lang.source import SourceFile
 from ave_decl.report.model import Finding
 from ave_decl.solver import parallel, proof_memo, solve
@@ -23,13 +24,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("path")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--fault", choices=("kill", "raise", "kill-counting"))
+    ap.add_argument("--fault", choices=("kill", "raise", "kill-counting", "no-fork", "orphan"))
     args = ap.parse_args()
     parent = os.getpid()
-    from_helpers = [0]
-
-    learned = [0]
-    collect = parallel._collect
+    from_helpers, learned = [0], [0]
+    collect, discharge, count, fork_helper = parallel._collect, solve.KernelSolver.discharge, \
+        parallel.violating_set, parallel._fork_helper
 
     def counted(fd: int):
         known = len(proof_memo.MEMO._proved)
@@ -38,31 +38,38 @@ def main() -> None:
         learned[0] += len(proof_memo.MEMO._proved) - known
         return found
 
-    parallel._collect = counted
-    discharge = solve.KernelSolver.discharge
-
-    def faulty(self, *obligation):
-        if os.getpid() != parent:
-            if args.fault == "kill":
-                os.kill(os.getpid(), signal.SIGKILL)
-            raise RuleError("injected in a helper")
-        return discharge(self, *obligation)
-
-    count = parallel.violating_set
+    def faulty(self, site, inv, relation, lhs, rhs):
+        if args.fault == "kill" and os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if args.fault == "raise" and relation == "bank_conflicts":
+            raise KeyError("injected")
+        return discharge(self, site, inv, relation, lhs, rhs)
 
     def dying(query):
         if os.getpid() != parent:
             os.kill(os.getpid(), signal.SIGKILL)
         return count(query)
 
-    if args.fault in ("kill", "raise"):
-        solve.KernelSolver.discharge = faulty
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    def orphaning(queue, run, extra, helpers):
+        made = fork_helper(queue, run, extra, helpers)
+        print(json.dumps({"helpers": [pid for pid, _fd in helpers]}), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return made
+
+    parallel._collect = counted
+    solve.KernelSolver.discharge = faulty
     if args.fault == "kill-counting":
         parallel.violating_set = dying
-    opts = pipeline.Options(jobs=args.jobs)
-    report = pipeline.run([SourceFile.read(args.path)], opts)
+    if args.fault == "no-fork":
+        os.fork = no_fork
+    if args.fault == "orphan":
+        parallel._fork_helper = orphaning
+    report = pipeline.run([SourceFile.read(args.path)], pipeline.Options(jobs=args.jobs))
     out = {"report": report.to_json(timings=False), "from_helpers": from_helpers[0], "learned": learned[0]}
-    print(json.dumps(out, sort_keys=True))
+    sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,10 +51,39 @@ def test_a_helper_that_dies_counting_a_violation_set_costs_only_time(alone):
     assert _probe(WAIT2, "--jobs", "2", "--fault", "kill-counting")["report"] == alone[WAIT2.name]
 
 
-def test_an_error_in_a_helper_is_reported_as_here():
-    report = _probe(WAIT2, "--jobs", "2", "--fault", "raise")["report"]
-    assert [e["message"] for e in report["errors"]] == ["injected in a helper"]
-    assert report["kernels"] == []
+def test_a_fork_that_fails_leaves_the_work_here(alone):
+    got = _probe(WAIT2, "--jobs", "2", "--fault", "no-fork")
+    assert got["from_helpers"] == 0
+    assert got["report"] == alone[WAIT2.name]
+
+
+def test_an_error_is_reported_as_one_process_meets_it():
+    one, two = (_probe(WAIT2, "--jobs", n, "--fault", "raise")["report"] for n in ("1", "2"))
+    assert [e["message"].split(" (at ")[0] for e in one["errors"]] == ["internal error: KeyError: 'injected'"]
+    assert two == one  # the same error, at the same place (it is raised again in this process)
+
+
+def test_helpers_die_with_their_parent():
+    out = subprocess.run([sys.executable, str(PROBE), str(MI300X), "--jobs", "2", "--fault", "orphan"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == -9
+    helpers = json.loads(out.stdout.splitlines()[0])["helpers"]
+    assert helpers
+    for pid in helpers:  # the kernel kills them at once (PR_SET_PDEATHSIG); 60 s is only a bound
+        for _ in range(600):
+            if not _running(pid):
+                break
+            time.sleep(0.1)
+        assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie waits for an init that may never reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def test_one_job_forks_no_helper():

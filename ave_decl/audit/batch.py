@@ -128,7 +128,7 @@ def check_files(items: list[Item], opts: Options) -> dict[str, FileResult]:
 def _worker(items: list[Item], opts: Options, conn) -> None:
     try:
         start_learning()
-        results = check_files(items, opts)
+        results = check_files(items, replace(opts, jobs=1))  # the audit's -j spreads kernels, not obligations
         conn.send(("ok", (results, learned_proofs())))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         conn.send(("crash", f"{type(exc).__name__}: {exc}"))

@@ -16,15 +16,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..lang.errors import UsageError
+from ..lang.lifetime import _PR_SET_PDEATHSIG, Terminated, die_with_parent, sigterm_unwinds  # noqa: F401 - used here and re-exported
 
-_PR_SET_PDEATHSIG = 1
 MAX_WAIT_S = 1e6  # a longer limit (inf, 1e308) waits this long: the OS's waits overflow past ~2**31 ms
 
 
@@ -52,53 +50,6 @@ def wait_limit(timeout: float) -> float:
     if math.isnan(timeout) or timeout <= 0:
         raise UsageError(f"a time limit must be a positive number of seconds, not {timeout}")
     return min(timeout, MAX_WAIT_S)
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived while a child was running (a BaseException: no `except Exception` swallows it)."""
-
-
-@contextmanager
-def sigterm_unwinds() -> Iterator[None]:
-    """Within the block, SIGTERM raises Terminated (main thread only; elsewhere a no-op); on the
-    way out the previous handler is restored and the signal re-delivered to it, so the process
-    still ends the way its parent asked, after the block's clean-up ran."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous in (signal.SIG_IGN, None):
-        yield
-        return
-
-    def _raise(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean-up short
-        raise Terminated()
-
-    signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    except Terminated:
-        signal.signal(signal.SIGTERM, previous)
-        if callable(previous):
-            previous(signal.SIGTERM, None)
-        else:
-            os.kill(os.getpid(), signal.SIGTERM)  # the default action: end the process, as asked
-        raise SystemExit(128 + signal.SIGTERM) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def die_with_parent(parent: int) -> None:
-    """Ask the kernel to SIGKILL this process when `parent` dies (Linux; elsewhere a no-op)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
 
 
 def _preexec(parent: int):

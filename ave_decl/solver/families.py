@@ -283,10 +283,10 @@ class FamilyProofs:
         for i in range(len(built[0].formulas)):
             kills = any(built[k].has_kills[i] for k in alive)
             covered = self._family_proved([built[k].formulas[i] for k in alive], alive, 1 if kills else None)
-            if kills and len(covered) < len(alive):
-                full = {k: built[k].with_kills([i])[i] for k in alive}
-                covered = self._family_proved([full[k] for k in alive], alive)
-            alive = covered
+            rest = [k for k in alive if k not in covered]
+            if kills and len(rest) >= 2:  # the kills of the members the family without them left
+                covered += self._family_proved([built[k].with_kills([i])[i] for k in rest], rest)
+            alive = sorted(covered)
             if len(alive) < 2:
                 return
         for k in alive:
@@ -295,11 +295,21 @@ class FamilyProofs:
     def _family_proved(self, formulas: list[list[z3.BoolRef]], members: list[int], budget: int | None = None
                        ) -> list[int]:
         """The members whose query (`formulas`, one list per member) their family's query
-        proves, within a quick attempt's budget per member (or `budget` of them)."""
-        made = self._generalised(members, formulas)
-        if made is not None and self._prove(made[1], budget or len(made[0])):
-            return made[0]
-        return []
+        proves, within a quick attempt's budget per member (or `budget` of them). Members that
+        do not fit the family (their formulas differ in more than integer constants) form a
+        family of their own, and so on: gemm_mfma_mi300x's K distinctness with kills split 4 + 4,
+        and the second four had gone to `discharge` one by one, 9 queries each."""
+        covered: list[int] = []
+        todo = list(range(len(members)))
+        while len(todo) >= 2:
+            made = self._generalised([members[n] for n in todo], [formulas[n] for n in todo])
+            if made is None:
+                break
+            fit, query = made
+            if self._prove(query, budget or len(fit)):
+                covered += fit
+            todo = [n for n in todo if members[n] not in fit]
+        return covered
 
     def _pair_fits(self, first: Posed, second: Posed) -> bool:
         """Whether two members pose as many queries and their first ones fit: a cheap test for a

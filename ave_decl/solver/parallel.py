@@ -11,21 +11,31 @@ units, not time. Violation sets are counted last, from their queries' text (viol
 spread over the processes the same way.
 
 A helper that dies or sends what cannot be read only costs time: this process decides the units
-it did not report. Helpers are forked, which is unsafe once a multithreaded library (JAX) is
-loaded, another thread runs, or off Linux: there, and with one job, everything runs here.
+it did not report. An obligation that raises, here or in a helper, makes the caller decide them
+all again in one process, in order, so the error is the one a single process meets, where it
+meets it. Helpers die with this process (SIGKILL included), SIGTERM and Ctrl-C stop them, and a
+fork that fails leaves the work here. The units are handed out through a pipe filled with their
+numbers before any fork (a read of one number is atomic, and a process that dies holds nothing
+the others wait for). Forking is unsafe once a multithreaded library (JAX) is loaded or another
+thread runs, and unavailable off Linux: there, and with one job, everything runs here. (Z3's
+timer threads and OpenBLAS's end themselves before a fork, in their pthread_atfork handlers.)
 """
 from __future__ import annotations
 
+import fcntl
 import gc
-import multiprocessing as mp
+import math
 import os
 import pickle
 import signal
+import struct
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from ..lang.lifetime import die_with_parent, sigterm_unwinds
 from ..report.model import Finding
 from . import proof_memo
 from .families import RELATIONS as FAMILY_RELATIONS
@@ -53,15 +63,31 @@ FORK_AFTER_S = 0.1
 # queries, 1,296 distinct slices); split across processes, each would build and prove them again
 SHARING = FAMILY_RELATIONS | {"broadcast", "rel", "eq", "stat_eq", "reduce_uniform", "mask_rel"}
 
+F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)  # Linux's fcntl, named in Python 3.10+
+
 Discharge = Callable[[tuple], Finding]  # one obligation (site, inv, relation, lhs, rhs) -> its finding
 
 
 def default_jobs() -> int:
-    """The cores this process may run on."""
+    """The cores this process may use: its CPU affinity, bounded by a cgroup CPU quota (a
+    container given 2 CPUs of a 64-core host)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    return max(1, min(cores, quota) if quota else cores)
+
+
+def _cgroup_cpus() -> int | None:
+    """The CPUs a cgroup v2 quota allows (`cpu.max`: "<quota> <period>", or "max"), rounded up."""
+    try:
+        fields = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if len(fields) == 2 and fields[0] != "max":
+            return max(1, math.ceil(int(fields[0]) / int(fields[1])))
+    except (OSError, ValueError, ZeroDivisionError):
+        pass
+    return None
 
 
 def can_fork() -> bool:
@@ -90,13 +116,16 @@ def estimated_work(obligations: Sequence[tuple], positions: Sequence[int]) -> in
 
 
 def discharge_all(obligations: Sequence[tuple], discharge: Discharge, jobs: int,
-                  set_queries: Callable[[], dict[tuple, SetQuery]]) -> list[Finding]:
+                  set_queries: Callable[[], dict[tuple, SetQuery]]) -> list[Finding] | None:
     """Each obligation's finding, in the obligations' order, decided by this process and up to
-    `jobs - 1` forked helpers (at once when the estimated work is FORK_AT_ONCE, else once this
-    process has worked FORK_AFTER_S with units left). `discharge` leaves the violation sets out,
-    and `set_queries()` gives (and forgets) the queries it left them to, by obligation; those are
-    counted afterwards, again spread over the processes (one violated obligation's set can take
-    most of a kernel's check: production attention's PV-layout variant has eight of ~0.4 s)."""
+    `jobs - 1` forked helpers (no more processes than `default_jobs`; at once when the estimated
+    work is FORK_AT_ONCE, else once this process has worked FORK_AFTER_S with units left).
+    `discharge` leaves the violation sets out, and `set_queries()` gives (and forgets) the queries
+    it left them to, by obligation; those are counted afterwards, again spread over the processes
+    (one violated obligation's set can take most of a kernel's check: production attention's
+    PV-layout variant has eight). None when an obligation raised, here or in a helper: the caller
+    decides them all in one process instead (see the module's docstring)."""
+    jobs = min(jobs, default_jobs())
     units = work_units(obligations)
     positions = {o: n for n, o in enumerate(obligations)}
 
@@ -107,108 +136,169 @@ def discharge_all(obligations: Sequence[tuple], discharge: Discharge, jobs: int,
         return {positions[o]: q for o, q in set_queries().items()}
 
     soon = estimated_work(obligations, range(len(obligations))) >= FORK_AT_ONCE
-    found, deferred = _spread(len(units), decide, jobs, 0 if soon else FORK_AFTER_S, left_to_count)
-    for u in range(len(units)):  # what no helper reported is decided here
-        for n in units[u]:
-            if n not in found:
-                found[n] = discharge(obligations[n])
-    deferred.update(left_to_count())
-    order = sorted(deferred)
-    counted, _none = _spread(len(order), lambda i: {i: violating_set(deferred[order[i]])}, jobs, 0, dict)
+    try:
+        found, deferred = _spread(len(units), decide, jobs, 0 if soon else FORK_AFTER_S, left_to_count)
+        for u in range(len(units)):  # what no helper reported is decided here
+            for n in units[u]:
+                if n not in found:
+                    found[n] = discharge(obligations[n])
+        deferred.update(left_to_count())
+        order = sorted(deferred)
+        counted, _none = _spread(len(order), lambda i: {i: violating_set(deferred[order[i]])}, jobs, 0, dict)
+    except Exception:  # noqa: BLE001 - decided again in one process, which raises it as -j1 does
+        return None
     for i, n in enumerate(order):
         found[n].violation_set = counted[i] if i in counted else violating_set(deferred[n])
     return [found[n] for n in range(len(obligations))]
 
 
+class HelperRaised(Exception):
+    """A helper met an error (or could not send its results)."""
+
+
 def _spread(tasks: int, run: Callable[[int], dict], jobs: int, fork_after_s: float,
             extra: Callable[[], dict]) -> tuple[dict, dict]:
     """The results of tasks 0..tasks-1 (`run(i)`: a dict of results), run here and by up to
-    `jobs - 1` helpers forked once this process has worked `fork_after_s` with tasks left,
-    each taking the next task from a shared counter; and what `extra()` gave in each helper
-    after its last task. A task a dead helper took is missing from the results."""
-    counter = mp.get_context("fork").RawValue("l", 0)  # the next task, in shared memory
-    lock = mp.get_context("fork").Lock()
-    results: dict = {}
-    extras: dict = {}
+    `jobs - 1` helpers forked once this process has worked `fork_after_s` with tasks left, each
+    taking the next task number from a pipe; and what `extra()` gave in each helper after its
+    last task. A task a dead helper took is missing from the results."""
+    queue = _TaskQueue.of(tasks) if jobs > 1 and tasks > 1 and can_fork() else None
+    if queue is None:
+        results: dict = {}
+        for i in range(tasks):
+            results.update(run(i))
+        return results, {}
+    results, extras = {}, {}
     helpers: list[tuple[int, int]] = []
     fork_at = time.perf_counter() + fork_after_s
+    taken = 0  # tasks this process took: before any fork, every task taken
     done = False
-
-    def next_task() -> int:
-        with lock:
-            n = counter.value
-            counter.value = n + 1
-        return n
-
-    def fork_when_due() -> None:
-        nonlocal helpers
-        left = tasks - counter.value  # read without the lock: only speed depends on it
-        if not helpers and jobs > 1 and left > 1 and time.perf_counter() >= fork_at and can_fork():
-            helpers = [_fork_helper(next_task, tasks, run, extra) for _ in range(min(jobs, left) - 1)]
-
     try:
-        fork_when_due()
-        while (i := next_task()) < tasks:
-            results.update(run(i))
-            fork_when_due()
-        for _pid, fd in helpers:
-            got, more = _collect(fd)
-            results.update(got)
-            extras.update(more)
-        done = True
-    finally:  # an error or Ctrl-C here: the helpers are stopped, not waited for
-        for pid, fd in helpers:
-            _reap(pid, fd, kill=not done)
+        with sigterm_unwinds():
+            while True:
+                if not helpers and tasks - taken > 1 and time.perf_counter() >= fork_at:
+                    for _ in range(min(jobs, tasks - taken) - 1):
+                        if not _fork_helper(queue, run, extra, helpers):
+                            break  # no more processes: the work stays here
+                i = queue.take()
+                if i is None:
+                    break
+                taken += 1
+                results.update(run(i))
+            for _pid, fd in helpers:
+                got, more = _collect(fd)
+                results.update(got)
+                extras.update(more)
+            done = True
+    finally:  # an error, SIGTERM or Ctrl-C here: the helpers are stopped, not waited for
+        queue.close()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # a second Ctrl-C waits
+        try:
+            for pid, fd in helpers:
+                _reap(pid, fd, kill=not done)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return results, extras
 
 
-def _fork_helper(next_task: Callable[[], int], tasks: int, run: Callable[[int], dict],
-                 extra: Callable[[], dict]) -> tuple[int, int]:
-    """A forked helper running tasks until none is left; it writes their results, `extra()` and
-    the proofs it learned (for this process's proof memo) to a pipe and exits."""
-    read_end, write_end = os.pipe()
-    gc.freeze()  # the helper's collections never walk (nor write to) what it inherits
+class _TaskQueue:
+    """Task numbers in a pipe, written before any helper is forked; each process reads the next
+    one (a read of one 4-byte number is atomic). Nothing is held while a task runs, so a process
+    that dies blocks no other."""
+
+    RECORD = struct.Struct("=i")
+
+    def __init__(self, read_end: int):
+        self._fd: int | None = read_end
+
+    @classmethod
+    def of(cls, tasks: int) -> _TaskQueue | None:
+        """A queue of 0..tasks-1, or None when no pipe can be made or they do not fit its buffer
+        (written whole before any reader exists)."""
+        data = b"".join(cls.RECORD.pack(i) for i in range(tasks))
+        try:
+            read_end, write_end = os.pipe()
+        except OSError:
+            return None
+        try:
+            if len(data) > fcntl.fcntl(write_end, F_GETPIPE_SZ):
+                os.close(read_end)
+                return None
+            os.write(write_end, data)
+        except OSError:
+            os.close(read_end)
+            return None
+        finally:
+            os.close(write_end)
+        return cls(read_end)
+
+    def take(self) -> int | None:
+        data = os.read(self._fd, self.RECORD.size)
+        return self.RECORD.unpack(data)[0] if len(data) == self.RECORD.size else None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _fork_helper(queue: _TaskQueue, run: Callable[[int], dict], extra: Callable[[], dict],
+                 helpers: list[tuple[int, int]]) -> bool:
+    """Fork a helper that runs tasks until the queue is empty, writes their results, `extra()`
+    and the proofs it learned (for this process's proof memo) to a pipe, and exits; it is in
+    `helpers` before Ctrl-C or SIGTERM can reach this process again. False when no pipe or
+    process could be made."""
     try:
-        pid = os.fork()
-    finally:
-        gc.unfreeze()
+        read_end, write_end = os.pipe()
+    except OSError:
+        return False
+    parent = os.getpid()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        gc.freeze()  # the helper's collections never walk (nor write to) what it inherits
+        try:
+            pid = os.fork()
+        finally:
+            gc.unfreeze()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        os.close(read_end)
+        os.close(write_end)
+        return False
     if pid:
         os.close(write_end)
-        return pid, read_end
+        helpers.append((pid, read_end))
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        return True
     # the helper: never returns into the caller's code
     code = 1
     try:
         os.close(read_end)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: the parent reports it, the helper just ends
+        for sig in (signal.SIGINT, signal.SIGTERM):  # stopped, not unwound: the parent reports
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        die_with_parent(parent)
         proof_memo.MEMO.start_journal()
         results: dict = {}
-        while (i := next_task()) < tasks:
+        while (i := queue.take()) is not None:
             results.update(run(i))
         payload = pickle.dumps(("ok", results, extra(), proof_memo.MEMO.journal()), protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(write_end, "wb") as pipe:
             pipe.write(payload)
         code = 0
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+    except BaseException as exc:  # noqa: BLE001 - the parent decides everything again, in one process
         try:
             with os.fdopen(write_end, "wb", closefd=False) as pipe:
-                pipe.write(pickle.dumps(("raise", _picklable(exc))))
+                pipe.write(pickle.dumps(("raise", f"{type(exc).__name__}: {exc}")))
         except BaseException:  # noqa: BLE001
             pass
     finally:
         os._exit(code)
 
 
-def _picklable(exc: BaseException) -> BaseException:
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:  # noqa: BLE001
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
 def _collect(fd: int) -> tuple[dict, dict]:
     """A helper's results and extras (its learned proofs go into this process's memo); nothing
-    if it died or sent what cannot be read. An error it raised is raised here, as if met here."""
+    if it died or sent what cannot be read; HelperRaised if it met an error."""
     with os.fdopen(fd, "rb", closefd=False) as pipe:
         data = pipe.read()
     try:
@@ -216,7 +306,7 @@ def _collect(fd: int) -> tuple[dict, dict]:
     except Exception:  # noqa: BLE001 - a helper killed mid-write: its tasks are run here
         return {}, {}
     if message[0] == "raise":
-        raise message[1]
+        raise HelperRaised(message[1])
     _status, results, extras, learned = message
     proof_memo.MEMO.learn(learned)
     return results, extras

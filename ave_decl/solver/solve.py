@@ -166,12 +166,17 @@ class KernelSolver:
                                       self._posed, self._proves_family, self._family_parameter, self.enc.ctx,
                                       self._variable_sets, self.enc.ranges)
         try:
+            decided = None
             if self.max_errors is None and self.jobs > 1:  # (max_errors stops in report order: one process)
                 self.defer_sets = True
-                out.extend(parallel.discharge_all([tuple(o[1:]) for o in ordered], lambda o: self.discharge(*o),
-                                                  self.jobs, self.take_set_queries))
-            else:
+                decided = parallel.discharge_all([tuple(o[1:]) for o in ordered], lambda o: self.discharge(*o),
+                                                 self.jobs, self.take_set_queries)
+                self.defer_sets = False
+                self._set_queries.clear()
+            if decided is None:  # one process (or an obligation raised: decided again, as -j1 meets it)
                 self._discharge_all(ordered, out)
+            else:
+                out.extend(decided)
         finally:
             self.defer_sets = False
             self._set_queries.clear()
