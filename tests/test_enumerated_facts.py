@@ -193,6 +193,9 @@ def staged(A: Tensor[f32, (M, K)], C: Tensor[f32, (M, K)]):
 """
 _BY_STAGE = ("        st = (kt // 32) % 2\n        S[st, t, 0] = A[bm + t, kt]\n        syncthreads()\n"
              "        C[bm + t, kt] = S[st, t, 0]")
+# stage 1 conflicts (two words per bank), stage 0 does not
+_STAGE_ONE_CONFLICTS = ("        st = (kt // 32) % 2\n        S[t * (1 + st)] = A[bm + t, kt]\n        syncthreads()\n"
+                        "        C[bm + t, kt] = S[t * (1 + st)]\n        syncthreads()")
 # a remainder of the thread id and a symbolic loop (found by review: one value of it for both
 # lanes of a phase proved these conflict-free, while lanes 0 and 1 conflict)
 _BY_LANE = "        S[t] = A[bm + t, kt]\n        syncthreads()\n        C[bm + t, kt] = S[{index}]\n        syncthreads()"
@@ -210,8 +213,13 @@ def _bank_findings(text: str) -> list[tuple[int, str, int, str]]:
 @pytest.mark.parametrize("text, verdicts", [
     # padded rows: both stages enumerated, no Z3 query
     (_STAGED.format(shape="(2, 64, 33)", body=_BY_STAGE), [("VERIFIED", 0)] * 2),
-    # a conflict at some stage: Z3 decides, unpinned
+    # a conflict at some stage: the enumeration's, pinned, confirmed by Z3 (its first query)
     (_STAGED.format(shape="(2, 64, 32)", body=_BY_STAGE), [("VIOLATION", 1)] * 2),
+    (_STAGED.format(shape="(128,)", body=_STAGE_ONE_CONFLICTS), [("VIOLATION", 1)] * 2),
+    # ... at a stage that never runs (K == 32: stage 0 alone): the pinned query is refuted, then
+    # the access is proved whole (a second query)
+    (_STAGED.replace("K >= 32", "K == 32").format(shape="(128,)", body=_STAGE_ONE_CONFLICTS),
+     [("VERIFIED", 2)] * 2),
     (_STAGED.format(shape="(64,)", body=_BY_LANE.format(index="((t + kt // 32) % 2) * 32 + t // 2")),
      [("VERIFIED", 0), ("VIOLATION", 1)]),
     (_STAGED.format(shape="(64,)", body=_BY_LANE.format(index="(t * K) % 64")), [("VERIFIED", 0), ("VIOLATION", 1)]),
@@ -219,12 +227,48 @@ def _bank_findings(text: str) -> list[tuple[int, str, int, str]]:
 def test_bank_conflicts_through_a_stage_index(text, verdicts, monkeypatch):
     """A shared buffer indexed by a pipeline stage `(kt // 32) % 2` of a loop bounded by a size:
     padded rows are proved conflict-free by enumerating both stages (no Z3 query); unpadded ones
-    conflict, which the enumeration leaves to Z3, so the finding is Z3's as before. A remainder
-    that varies with the thread is not enumerated: Z3 finds those conflicts."""
+    conflict at a stage that may never run, so Z3 is asked that conflict first (its lanes and
+    stage pinned: quick to confirm), then, if it cannot happen, the whole access; here the verdicts
+    and messages are those of Z3 alone. A remainder that varies with the thread is not
+    enumerated: Z3 finds those conflicts."""
     from ave_decl.solver.access_queries import AccessQueries
 
     enumerated = _bank_findings(text)
     assert [(v, q) for _line, v, q, _m in enumerated] == verdicts
+    monkeypatch.setattr(AccessQueries, "_bank_witness", lambda *args: None)  # every access to Z3
+    by_z3 = _bank_findings(text)
+    assert [(line, v, m) for line, v, _q, m in enumerated] == [(line, v, m) for line, v, _q, m in by_z3]
+
+
+_GUARDED = """
+@kernel(grid=(M // 64,), block=64, wave=64)
+def guarded(A: Tensor[f32, (M,)], C: Tensor[f32, (M,)]):
+    assume(M % 64 == 0)
+    t = thread_id(0)
+    bm = block_id(0) * 64
+    S = shared(f32, (128,))
+    S[t] = A[bm + t]
+    S[t + 64] = A[bm + t]
+    syncthreads()
+    if {guard}:
+        C[bm + t] = S[t * 2]
+"""
+
+
+@pytest.mark.parametrize("guard, verdict", [
+    ("t < 16", "VERIFIED"),  # lanes 0-15 read words 0-30: one bank each
+    ("t >= 16", "VIOLATION"),  # lanes 32 and 48 read words 64 and 96 of bank 0
+])
+def test_bank_conflicts_under_a_guard(guard, verdict, monkeypatch):
+    """The read `S[t * 2]` conflicts first for lanes 0 and 16 when every lane runs; under a guard
+    that conflict may not run. The enumeration leaves the guard out (fewer lanes cannot conflict
+    more), so Z3 is asked that conflict first, pinned, then the access whole: two queries, and the
+    verdict and message that Z3 alone gives."""
+    from ave_decl.solver.access_queries import AccessQueries
+
+    text = _GUARDED.format(guard=guard)
+    enumerated = _bank_findings(text)
+    assert [(v, q) for _line, v, q, _m in enumerated] == [("VERIFIED", 0), ("VERIFIED", 0), (verdict, 2)]
     monkeypatch.setattr(AccessQueries, "_bank_witness", lambda *args: None)  # every access to Z3
     by_z3 = _bank_findings(text)
     assert [(line, v, m) for line, v, _q, m in enumerated] == [(line, v, m) for line, v, _q, m in by_z3]

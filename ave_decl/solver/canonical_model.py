@@ -19,7 +19,9 @@ import z3
 
 from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _wrap, connective
 
-Smallest = Callable[[z3.Solver, list[z3.ArithRef], bool], z3.ModelRef | None]  # solve.KernelSolver._smallest
+Smallest = Callable[..., z3.ModelRef | None]  # solve.KernelSolver._smallest
+# how Z3 prints a conversion to bit-vectors: a swizzle's xor (smt.py's bitwise terms)
+BIT_VECTORS = "(_ int_to_bv "
 
 
 def free_constants(formulas: list[z3.ExprRef]) -> list[z3.ExprRef]:
@@ -84,7 +86,8 @@ def canonical_model(assertions: list[z3.BoolRef], constants: list[z3.ExprRef], s
     query = connective("and", assertions, home)
     position = {c.get_id(): i for i, c in enumerate(constants)}
     found = smallest(fresh, [z3.Const(f"ave!v{position[s.get_id()]}", s.sort().translate(ctx))
-                             for s in sizes if s.get_id() in position], False)
+                             for s in sizes if s.get_id() in position], False,
+                     reread=text if BIT_VECTORS in text else None)
     if found is None:
         return None
     model = z3.Model(home)

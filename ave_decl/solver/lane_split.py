@@ -13,8 +13,9 @@ output-coverage question "can two store instances write one element?" (`write_on
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
 from math import gcd, prod
-from typing import NamedTuple
 
 import numpy as np
 
@@ -124,12 +125,20 @@ def _row_keys(image: np.ndarray, lows: list[int], highs: list[int]) -> np.ndarra
     return np.ascontiguousarray(image).view(np.dtype((np.void, image.dtype.itemsize * image.shape[1]))).ravel()
 
 
-class _StoreLanes(NamedTuple):
+@dataclass
+class _StoreLanes:
     """One store's part of `write_once_proved`, the same for every pair it is in."""
     image: np.ndarray  # per (thread, constant-loop point): the lane part of each coordinate
     key_rows: list[list[tuple[str, int]]]  # per coordinate: (key, coefficient) of its shared part
     fixed: list[list[tuple[int, int]]]  # per coordinate: terms of sizes alone
     keys: set[str]  # what names an instance: grid block ids and symbolic loops' variables
+
+    @cached_property
+    def rows(self) -> frozenset[bytes]:
+        """The image's distinct rows, made once per store: whether two stores' lane images are
+        disjoint is then a set operation (np.unique per pair was most of speed/gemm_mma_pipelined's
+        136 pairs' time)."""
+        return frozenset(map(bytes, np.ascontiguousarray(self.image)))
 
 
 def write_once_proved(enc: Encoder, a1: int, a2: int,
@@ -175,10 +184,9 @@ def write_once_proved(enc: Encoder, a1: int, a2: int,
             step = gcd(step, abs(coef))
         if step and highs[d] - lows[d] >= step:
             return False  # lane parts may reach into another block's (or iteration's) range
-    rows = [_row_keys(x, lows, highs) for x in images]
     if a1 != a2:
-        first, second = (np.unique(r) for r in rows)
-        return np.unique(np.concatenate([first, second])).shape[0] == first.shape[0] + second.shape[0]
+        return parts[0].rows.isdisjoint(parts[1].rows)
+    rows = [_row_keys(x, lows, highs) for x in images]
     if np.unique(rows[0]).shape[0] != rows[0].shape[0]:
         return False  # two lanes (or constant-loop points) of one block write one element
     columns = sorted({name for row in key_rows for name, _ in row})

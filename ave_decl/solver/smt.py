@@ -57,6 +57,7 @@ class Encoder:
         self.ranges: dict[int, tuple[int, int]] = {}  # z3 ast id of a variable -> known [lo, hi]
         self._ranged: list[z3.ArithRef] = []  # keeps those variables alive: Z3 reuses freed ids
         self.side: list[z3.BoolRef] = []  # definitional constraints of bit decompositions
+        self.bit_decompositions_asked = 0  # calls of bits_of: terms built without any do not depend on `side`
         self._bits: dict[int, list[z3.BoolRef]] = {}
         self._functions: dict[str, z3.FuncDeclRef] = {}
         self.index_reads: list[tuple[str, list[z3.ArithRef], z3.ArithRef]] = []  # of the last prepared query
@@ -305,6 +306,7 @@ class Encoder:
         """Boolean bits of a term known to lie in [0, 2^width): term == sum(bit_i * 2^i). A term
         decomposed before into fewer bits (XORed with a narrower partner then) gets its higher
         bits as False: that decomposition already states the term is below 2^(its width)."""
+        self.bit_decompositions_asked += 1
         key = term.get_id()
         if key not in self._bits:
             bits = [z3.Bool(self.fresh("bit"), self.ctx) for _ in range(width)]

@@ -637,7 +637,8 @@ class KernelSolver:
         sizes = {v.get_id() for v in self.enc.sizes.values()}
         return tuple(i for i, c in enumerate(constants) if c.get_id() in sizes)
 
-    def _smallest(self, solver: z3.Solver, sizes: list[z3.ArithRef], decided: bool = True) -> z3.ModelRef | None:
+    def _smallest(self, solver: z3.Solver, sizes: list[z3.ArithRef], decided: bool = True,
+                  reread: str | None = None) -> z3.ModelRef | None:
         """Prefer a counterexample at sizes that are quick to read and to replay: every size <= 64
         when possible, else <= 512, else any model. Each bounded re-solve has a deterministic
         budget (SMALL_MODEL_RLIMIT), so which model is printed does not depend on machine load;
@@ -646,10 +647,23 @@ class KernelSolver:
         only when they find nothing (one solve, not two, for most violations), in a solver of its
         own: after push/pop Z3 solves incrementally, without the preprocessing that a first check
         gets, and that unbounded re-solve took 4-6x longer (1.8 s per swizzled GEMM violation).
-        None: no model."""
+        `reread`: the query's text (canonical_model.py), given for queries with bit-vector terms:
+        each bounded solve then reads it into a solver of its own, a first check too (the
+        swizzled GEMM's bank conflict: 45 ms after a push, 10 ms so; on queries without
+        bit-vectors the preprocessing cost more than it saved: 0.9 -> 1.0 s over the examples'
+        111 counterexamples). None: no model."""
         model = solver.model() if decided else None
         solver.set("rlimit", SMALL_MODEL_RLIMIT)
         for bound in SMALL_SIZES if sizes else ():
+            if reread is not None:
+                once = z3.Solver(ctx=solver.ctx)
+                once.set("timeout", self.timeout_ms)
+                once.set("rlimit", SMALL_MODEL_RLIMIT)
+                once.from_string(reread)
+                once.add(*[v <= bound for v in sizes])
+                if once.check() == z3.sat:
+                    return once.model()
+                continue
             solver.push()
             solver.add(*[v <= bound for v in sizes])
             found = solver.check() == z3.sat
