@@ -272,3 +272,46 @@ def test_bank_conflicts_under_a_guard(guard, verdict, monkeypatch):
     monkeypatch.setattr(AccessQueries, "_bank_witness", lambda *args: None)  # every access to Z3
     by_z3 = _bank_findings(text)
     assert [(line, v, m) for line, v, _q, m in enumerated] == [(line, v, m) for line, v, _q, m in by_z3]
+
+
+def test_a_pinned_conflict_left_undecided_leaves_the_verdict_to_the_whole_access(monkeypatch):
+    """The pinned query is stronger than the access's: its UNSAT, or an UNKNOWN (found by review:
+    a spent budget there made the obligation UNKNOWN, its verdict then hanging on the budget),
+    says nothing; the whole access decides."""
+    import z3
+
+    from ave_decl.solver import smt, solve
+
+    asked: list = []
+    formulas = solve.KernelSolver.formulas
+
+    def recording(self, q):
+        asked.append(q)
+        return formulas(self, q)
+
+    quick_check = smt.Encoder.quick_check
+
+    def undecided_hints(self, prepared, *args, **kw):
+        return (z3.unknown, None) if asked and asked[-1].hint else quick_check(self, prepared, *args, **kw)
+
+    solver_holding = smt.Encoder.solver_holding
+
+    def spent_on_hints(self, prepared, timeout_ms, rlimit=0):  # the full solver's budget spent at once
+        return solver_holding(self, prepared, timeout_ms, 1 if asked and asked[-1].hint else rlimit)
+
+    monkeypatch.setattr(solve.KernelSolver, "formulas", recording)
+    monkeypatch.setattr(smt.Encoder, "quick_check", undecided_hints)
+    monkeypatch.setattr(smt.Encoder, "solver_holding", spent_on_hints)
+    findings = _bank_findings(_GUARDED.format(guard="t < 16"))
+    assert [(v, q) for _line, v, q, _m in findings] == [("VERIFIED", 0), ("VERIFIED", 0), ("VERIFIED", 2)]
+    assert any(q.hint for q in asked)
+
+
+def test_a_conflicts_degree_counts_the_lanes_its_guard_lets_run():
+    """Lanes 0-15 read words 0, 4, ..., 60: bank 0 serves words 0 and 32, a 2-way conflict; the
+    whole phase (64 lanes, words up to 252) would make it 4-way (found by review)."""
+    text = _GUARDED.replace("S = shared(f32, (128,))", "S = shared(f32, (256,))").replace(
+        "    S[t + 64] = A[bm + t]\n", "    S[t + 64] = A[bm + t]\n    S[t + 128] = A[bm + t]\n    S[t + 192] = A[bm + t]\n")
+    text = text.format(guard="t < 16").replace("S[t * 2]", "S[(t * 4) % 256]")
+    guarded = [m for _line, v, _q, m in _bank_findings(text) if v == "VIOLATION"]
+    assert guarded == ["2-way bank conflict: lanes 0 and 8 access words 0 and 32 of bank 0"]

@@ -462,15 +462,16 @@ class AccessQueries:
                 if k.startswith("residue:")]
         violated = z3.And(w1 != w2, w1 % BANKS == w2 % BANKS)
 
-        def query(extra: list) -> Query:
+        def query(extra: list, hint: bool = False) -> Query:
             return Query(cons + extra, violated, self._access_alt(aid, first, acc.kind),
-                         self._access_alt(aid, second, acc.kind), first, first, second, {"word1": w1, "word2": w2})
+                         self._access_alt(aid, second, acc.kind), first, first, second, {"word1": w1, "word2": w2},
+                         hint=hint)
 
         if witness and (self.view.all_guards(acc.stmt) or any(k.startswith("residue:") for k in witness)):
             # the enumeration's conflict may never run (its stage or a guard): asked first,
-            # pinned (Z3 confirms it quickly: gemm_mfma_mi300x's four staged A reads, 25 -> 3 ms
-            # each), then, if it cannot run, the access whole
-            return [query(pinned), query([])]
+            # pinned, as a hint (Z3 confirms it quickly: gemm_mfma_mi300x's four staged A reads,
+            # 25 -> 3 ms each), then the access whole, which decides unless the hint was SAT
+            return [query(pinned, hint=True), query([])]
         return [query(pinned)]
 
 

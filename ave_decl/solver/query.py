@@ -23,6 +23,9 @@ class Query:
     # the lists `constraints` joins (the use's, each side's), when the builder has them: an
     # obligation's queries share them, so their slices are made once per part (solver/slicing.py)
     parts: tuple[list, ...] = ()
+    # a stronger query asked first for its counterexample (a bank conflict the enumeration found,
+    # pinned): its UNSAT or UNKNOWN says nothing of the obligation, which the next query decides
+    hint: bool = False
 
     @classmethod
     def joined(cls, parts: tuple[list, ...], violated: z3.BoolRef, *rest, **kw) -> Query:

@@ -311,6 +311,8 @@ class KernelSolver:
             else:
                 prepared = self.enc.prepare(formulas)
                 result, solver = self.enc.quick_check(prepared, self.timeout_ms)
+            if q.hint and result != z3.sat:
+                continue  # a stronger query, asked for its counterexample: the next one decides
             if result == z3.unknown:  # the budgeted attempts did not decide: the full solver
                 solver = self.enc.solver_holding(prepared, self.timeout_ms)
                 result = solver.check()
@@ -951,7 +953,8 @@ class KernelSolver:
 
     def _bank_degree(self, q: Query, ev) -> dict[str, int]:
         """Conflict degree of the witness phase: the most distinct words any one bank serves
-        (evaluated concretely: swizzle bits are solver variables tied to one lane's address)."""
+        among the lanes whose guards hold (evaluated concretely: swizzle bits are solver
+        variables tied to one lane's address; a guard on data counts every lane)."""
         import numpy as np
 
         from ..hw.dtypes import DTYPE_BYTES
@@ -960,21 +963,36 @@ class KernelSolver:
 
         inst = q.lhs_inst
         acc = self.view.accesses[q.lhs.chain[0].access]
+        table = self.view.kf.table
         width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
         phase = phase_lanes(self.view, acc.aid, width)
         start = ev(self.enc.linear_thread(inst)) // phase * phase
         env: dict = {}
-        for name in symbols(self.view.kf.table, acc.addr):
-            if name.startswith("size:"):
-                env[name] = ev(self.enc.size(name))
-            elif not name.startswith("tid:"):
-                env[name] = ev(inst.env[name])
         rest = np.arange(start, start + phase)
         for d, extent in enumerate(self.enc.block_dims()):
             env[f"tid:{d}"] = rest % extent
             rest = rest // extent
-        words = np.broadcast_to(np.asarray(evaluate(self.view.kf.table, acc.addr, env)) * width // BANK_BYTES,
-                                (phase,))
+
+        def bind(eid: int) -> bool:
+            """The values of the names `eid` reads, in the counterexample; False: one is not an
+            instance's (a value the guard reads from data)."""
+            for name in symbols(table, eid):
+                if name.startswith("size:"):
+                    env[name] = ev(self.enc.size(name))
+                elif name not in env:
+                    if name not in inst.env:
+                        return False
+                    env[name] = ev(inst.env[name])
+            return True
+
+        bind(acc.addr)
+        words = np.broadcast_to(np.asarray(evaluate(table, acc.addr, env)) * width // BANK_BYTES, (phase,))
+        running = np.ones(phase, dtype=bool)
+        for cond, polarity in self.view.all_guards(acc.stmt):
+            if bind(cond):  # found by review: lanes a guard stops were counted (4-way for a 2-way)
+                held = np.broadcast_to(np.asarray(evaluate(table, cond, env)) != 0, (phase,))
+                running &= held if polarity else ~held
+        words = words[running]
         per_bank = {int(b): len(set(words[words % BANKS == b].tolist())) for b in np.unique(words % BANKS)}
         bank = max(per_bank, key=lambda b: per_bank[b])
         return {"degree": per_bank[bank], "bank": bank, "word_first": ev(q.extras["word1"]),

@@ -24,6 +24,7 @@ from itertools import product
 import z3
 
 from .budgets import ENUM_CALL_RLIMIT, ENUM_MAX_POINTS, ENUM_TOTAL_RLIMIT, rlimit_count, stopped_by_wall_clock
+from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args
 
 
 @dataclass(frozen=True)
@@ -87,18 +88,25 @@ def violating_set(query: SetQuery) -> dict | None:
 
 
 def _symbols(assertions: z3.AstVector) -> dict[str, z3.FuncDeclRef]:
-    """The uninterpreted constants and functions of the assertions, by name."""
+    """The uninterpreted constants and functions of the assertions, by name. Walked through the
+    unchecked C getters (raw_terms.py): z3py's `children()` and `decl()` wrap every node, a
+    tenth of a small set's time."""
     out: dict[str, z3.FuncDeclRef] = {}
+    ctx = assertions.ctx
+    c = ctx.ref()
     seen: set[int] = set()
-    stack = list(assertions)
+    stack = [a.as_ast() for a in assertions]
     while stack:
-        t = stack.pop()
-        if t.get_id() in seen or not z3.is_app(t):
+        a = stack.pop()
+        key = _ast_id(c, a)
+        if key in seen or _ast_kind(c, a) != z3.Z3_APP_AST:
             continue
-        seen.add(t.get_id())
-        if t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out[t.decl().name()] = t.decl()
-        stack.extend(t.children())
+        seen.add(key)
+        decl = _app_decl(c, a)
+        if _decl_kind(c, decl) == z3.Z3_OP_UNINTERPRETED:
+            ref = z3.FuncDeclRef(decl, ctx)
+            out.setdefault(ref.name(), ref)
+        stack.extend(_arg(c, a, i) for i in range(_num_args(c, a)))
     return out
 
 
@@ -117,6 +125,7 @@ def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int 
     "at least N"; a call stopped by the wall clock instead flags the result (its count would
     depend on load)."""
     points: set[tuple[int, ...]] = set()
+    bounds = _Bounds(variables)
     for name, value in ENUMERATION_SETTINGS:
         solver.set(name, value)
     for v in variables:
@@ -138,7 +147,7 @@ def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int 
             limit = min(call_rlimit, total_rlimit - used)
             solver.set("rlimit", limit)
         before = used
-        result = solver.check(*_inside(box, variables))
+        result = solver.check(*bounds.inside(box))
         calls += 1
         used = rlimit_count(solver) - start
         if result == z3.unsat:
@@ -171,18 +180,34 @@ def _points_in(box: tuple[tuple[int, int], ...]) -> int:
     return n
 
 
-def _inside(box: tuple[tuple[int, int], ...], variables: list[Var]) -> list[z3.BoolRef]:
-    """The box as assumptions: each variable's value, or the bounds its range does not give."""
-    out: list[z3.BoolRef] = []
-    for v, (lo, hi) in zip(variables, box):
-        if hi - lo == 1:
-            out.append(v.term == lo)
-            continue
-        if lo > 0:
-            out.append(v.term >= lo)
-        if hi < v.size:
-            out.append(v.term < hi)
-    return out
+class _Bounds:
+    """A box as assumptions: each variable's value, or the bounds its range does not give. The
+    terms are made once per variable and value (z3py's operators and their coercions were a
+    seventh of an enumeration's profile: a point's value is asked again in every box around it)."""
+
+    def __init__(self, variables: list[Var]):
+        self._variables = variables
+        self._made: dict[tuple[int, str, int], z3.BoolRef] = {}
+
+    def inside(self, box: tuple[tuple[int, int], ...]) -> list[z3.BoolRef]:
+        out: list[z3.BoolRef] = []
+        for n, (v, (lo, hi)) in enumerate(zip(self._variables, box)):
+            if hi - lo == 1:
+                out.append(self._term(n, "eq", lo))
+                continue
+            if lo > 0:
+                out.append(self._term(n, "ge", lo))
+            if hi < v.size:
+                out.append(self._term(n, "lt", hi))
+        return out
+
+    def _term(self, n: int, op: str, value: int) -> z3.BoolRef:
+        made = self._made.get((n, op, value))
+        if made is None:
+            term = self._variables[n].term
+            made = self._made[(n, op, value)] = (term == value if op == "eq" else term >= value if op == "ge"
+                                                  else term < value)
+        return made
 
 
 def describe(points: set[tuple[int, ...]] | frozenset[tuple[int, ...]], variables: list[Var],
