@@ -162,6 +162,25 @@ def test_write_once_by_enumeration_agrees_with_z3(grid1, body, decided, monkeypa
     assert collides == (decided != len(by_z3) - 1), by_z3  # every write_once pair decided, or a collision
 
 
+@pytest.mark.parametrize("body", [
+    "    for r in range(8):\n        C[bm + (t // 64) * 16 + r, bn + t % 64] = acc[r]\n"
+    "        C[bm + (t // 64) * 16 + 8 + r, bn + t % 64] = acc[r]",  # disjoint
+    "    for r in range(8):\n        C[bm + (t // 64) * 16 + r, bn + t % 64] = acc[r]\n"
+    "        C[bm + (t // 64) * 16 + 4 + r, bn + t % 64] = acc[r]",  # overlapping
+])
+def test_two_stores_compared_by_row_sets_and_by_sorting_agree(body):
+    """Two stores' lane images are compared as sets of rows, or (images past ROW_SET_POINTS) by
+    np.unique over both: the same findings either way."""
+    from ave_decl.solver import lane_split
+
+    text = _EPILOGUE.format(grid1="N // 64", body=body)
+    by_sets = _output_coverage(text, True, pytest.MonkeyPatch())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lane_split, "ROW_SET_POINTS", 0)
+        by_sorting = _output_coverage(text, True, pytest.MonkeyPatch())
+    assert by_sets == by_sorting
+
+
 # ---------------------------------------------------------------- bank conflicts through a pipeline stage
 def test_residues_stand_for_a_symbolic_loops_remainders():
     from ave_decl.hw.expr import evaluate, residues

@@ -125,6 +125,12 @@ def _row_keys(image: np.ndarray, lows: list[int], highs: list[int]) -> np.ndarra
     return np.ascontiguousarray(image).view(np.dtype((np.void, image.dtype.itemsize * image.shape[1]))).ravel()
 
 
+# stores with at most this many lane points keep their image's rows as a set for the check of two
+# stores (a set of 64 K rows is a few MiB; at MAX_LANE_POINTS it would be ~80 MiB per store, kept
+# for the whole kernel): larger ones are compared by np.unique per pair
+ROW_SET_POINTS = 1 << 16
+
+
 @dataclass
 class _StoreLanes:
     """One store's part of `write_once_proved`, the same for every pair it is in."""
@@ -184,9 +190,12 @@ def write_once_proved(enc: Encoder, a1: int, a2: int,
             step = gcd(step, abs(coef))
         if step and highs[d] - lows[d] >= step:
             return False  # lane parts may reach into another block's (or iteration's) range
-    if a1 != a2:
+    if a1 != a2 and max(x.shape[0] for x in images) <= ROW_SET_POINTS:
         return parts[0].rows.isdisjoint(parts[1].rows)
     rows = [_row_keys(x, lows, highs) for x in images]
+    if a1 != a2:
+        first, second = (np.unique(r) for r in rows)
+        return np.unique(np.concatenate([first, second])).shape[0] == first.shape[0] + second.shape[0]
     if np.unique(rows[0]).shape[0] != rows[0].shape[0]:
         return False  # two lanes (or constant-loop points) of one block write one element
     columns = sorted({name for row in key_rows for name, _ in row})
