@@ -121,3 +121,56 @@ def test_one_wrong_accumulator_keeps_its_families_from_proving_and_its_violation
     assert any(f["verdict"] == "VIOLATION" and (f.get("replay") or {}).get("confirmed") for f in kernel["findings"])
     monkeypatch.setattr(families, "FAMILY_MIN", 10 ** 9)
     assert _report(wrong) == with_families
+
+
+def _proved_disjunctions(monkeypatch) -> list[bool]:
+    """Whether each disjunction of obligations (families.DISJUNCTIVE) attempted was proved."""
+    outcomes: list[bool] = []
+    prove_group = families.FamilyProofs._prove_group
+
+    def recording(self, group):
+        before = len(self._proved)
+        prove_group(self, group)
+        if len(group) >= 2:
+            outcomes.append(len(self._proved) > before)
+
+    monkeypatch.setattr(families.FamilyProofs, "_prove_group", recording)
+    return outcomes
+
+
+_BOUNDS = """
+@kernel(grid=(M // 64,), block=64, wave=64)
+def bounds(A: Tensor[f32, (M,)], C: Tensor[f32, (M,)]):
+    assume(M % 64 == 0)
+    t = thread_id(0)
+    bm = block_id(0) * 64
+    S = shared(f32, (256,))
+    S[t] = A[bm + t]
+    S[t + 64] = A[bm + t]
+    S[t + 128] = A[bm + t]
+    S[t + {last}] = A[bm + t]
+    syncthreads()
+    C[bm + t] = S[t] + S[t + 64] + S[t + 128] + S[t + {last}]
+"""
+
+
+@pytest.mark.parametrize("source", [PIPELINED_MMA, "in bounds", "one out of bounds"])
+def test_bounds_proved_as_disjunctions_give_the_report_they_give_alone(source, monkeypatch, tmp_path):
+    """The bounds obligations of one rule are proved several at a time, as one disjunction of
+    their queries; where one is violated the disjunction is not proved and each obligation is
+    decided alone, so the report (verdicts, counterexamples, query counts) is the same."""
+    if isinstance(source, str):
+        path = tmp_path / "bounds.ave"
+        path.write_text(_BOUNDS.format(last=192 if source == "in bounds" else 193))
+    else:
+        path = source
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")
+    outcomes = _proved_disjunctions(monkeypatch)
+    together = _report(path)
+    assert outcomes, "a disjunction was attempted"
+    assert all(outcomes) == (source != "one out of bounds")
+    verdicts = {f["invariant"]: f["verdict"] for f in json.loads(together)["kernels"][0]["findings"]
+                if f["verdict"] == "VIOLATION"}
+    assert ("ave/buffer-bounds" in verdicts) == (source == "one out of bounds")
+    monkeypatch.setattr(families, "DISJUNCTIVE", frozenset())  # each obligation alone
+    assert _report(path) == together

@@ -96,9 +96,12 @@ def test_no_helper_is_forked_where_forking_is_unsafe(monkeypatch):
 
 
 def test_units_keep_sharing_relations_whole_and_heaviest_first():
-    obligations = [(1, "a", "in_bounds", 0, 0), (2, "k", "k_pairing", 0, 0), (3, "a", "in_bounds", 0, 0),
+    obligations = [(1, "a", "raw_race", 0, 0), (2, "k", "k_pairing", 0, 0), (3, "a", "raw_race", 0, 0),
                    (4, "k", "k_pairing", 0, 0), (5, "s", "broadcast", 0, 0)]
     assert parallel.work_units(obligations) == [[1, 3], [4], [0], [2]]
+    # bounds are proved as disjunctions of several obligations (families.DISJUNCTIVE): one unit
+    bounds = [(1, "b", "in_bounds", 0, 0), (2, "a", "raw_race", 0, 0), (3, "b", "in_bounds", 0, 0)]
+    assert parallel.work_units(bounds) == [[0, 2], [1]]
 
 
 def test_jobs_is_a_positive_count_and_changes_no_report(ave):

@@ -44,6 +44,11 @@ MAX_QUERIES = 64
 # faster by their slices (production attention's `rel` assertions: 0.1 s by slices, 0.3 s as
 # families)
 RELATIONS = frozenset({"k_pairing", "k_distinct", "stored_tag"})
+# relations whose obligations (one per access) pose small kill-free queries of different shapes:
+# proved a group of obligations at a time, as one disjunction (KernelSolver._cases_proved: what
+# all cases share asserted once), not one Z3 call each
+DISJUNCTIVE = frozenset({"in_bounds"})
+DISJUNCTION_MAX = 16  # queries per disjunction (its work budget: as many quick attempts)
 
 _NONLINEAR = frozenset({z3.Z3_OP_MUL, z3.Z3_OP_DIV, z3.Z3_OP_IDIV, z3.Z3_OP_MOD, z3.Z3_OP_REM, z3.Z3_OP_POWER})
 _is_eq_func_decl = _unchecked(z3.Z3_is_eq_func_decl)
@@ -213,6 +218,7 @@ class Posed:
     formulas: list[list[z3.BoolRef]]  # per query: its formulas without the deferred kills
     has_kills: list[bool]
     with_kills: Callable[[list[int]], dict[int, list[z3.BoolRef]]]  # those queries' formulas, kills built
+    own_side: bool = False  # its queries needed bit decompositions beyond the kernel's
 
 
 class FamilyProofs:
@@ -230,12 +236,14 @@ class FamilyProofs:
                  build: Callable[[tuple], Posed | None],
                  prove: Callable[[list[z3.BoolRef], int], bool], param: Callable[[int, tuple[int, ...]], z3.ArithRef],
                  ctx: z3.Context, variables: Callable[[z3.ExprRef], frozenset[int]],
-                 ranges: dict[int, tuple[int, int]]):
+                 ranges: dict[int, tuple[int, int]],
+                 prove_cases: Callable[[list[list[z3.BoolRef]]], bool] | None = None):
         self._groups: dict[tuple, list[tuple]] = {}
         for ob in obligations:
-            if ob[2] in RELATIONS:
+            if ob[2] in RELATIONS or (ob[2] in DISJUNCTIVE and prove_cases is not None):
                 self._groups.setdefault(_group_of(ob), []).append(ob)
         self._build, self._prove, self._param, self.ctx = build, prove, param, ctx
+        self._prove_cases = prove_cases
         self._variables, self._ranges = variables, ranges
         self._tried: set[tuple] = set()
         self._proved: dict[tuple, int] = {}  # obligation -> its posed queries, all proved
@@ -254,8 +262,36 @@ class FamilyProofs:
         if len(obligations) < FAMILY_MIN:
             return
         built = [self._build(ob) for ob in obligations]  # discharge goes on from these (no work lost)
+        if obligations[0][2] in DISJUNCTIVE:
+            self._prove_disjunctions(obligations, built)
+            return
         for cluster in self._clusters(built):
             self._prove_cluster([obligations[k] for k in cluster], [built[k] for k in cluster])
+
+    def _prove_disjunctions(self, obligations: list[tuple], built: list[Posed | None]) -> None:
+        """Consecutive obligations, up to DISJUNCTION_MAX queries at a time, proved by one
+        disjunction of all their queries (each a weaker formula than its obligation's: no kills
+        are left out here, the queries have none). Obligations whose queries have kills, or bit
+        decompositions of their own, are left to `discharge`: the cases of one disjunction reuse
+        each other's variable names (names restart per obligation), harmless for cases that
+        are alternatives, not for one case's definitions of bits another case's share; so are the
+        obligations of a disjunction not proved (a violation among them, or a spent budget)."""
+        group: list[tuple[tuple, Posed]] = []
+        for ob, posed in zip(obligations, built):
+            if posed is None or not posed.formulas or any(posed.has_kills) or posed.own_side:
+                continue
+            if group and sum(len(p.formulas) for _o, p in group) + len(posed.formulas) > DISJUNCTION_MAX:
+                self._prove_group(group)
+                group = []
+            group.append((ob, posed))
+        self._prove_group(group)
+
+    def _prove_group(self, group: list[tuple[tuple, Posed]]) -> None:
+        if len(group) < 2 or self._prove_cases is None:
+            return
+        if self._prove_cases([case for _ob, posed in group for case in posed.formulas]):
+            for ob, posed in group:
+                self._proved[ob] = len(posed.formulas)
 
     def _clusters(self, built: list[Posed | None]) -> list[list[int]]:
         """Members whose queries pairwise fit the first member of their cluster (checked on the

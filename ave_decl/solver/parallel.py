@@ -38,6 +38,7 @@ from pathlib import Path
 from ..lang.lifetime import die_with_parent, sigterm_unwinds
 from ..report.model import Finding
 from . import proof_memo
+from .families import DISJUNCTIVE
 from .families import RELATIONS as FAMILY_RELATIONS
 from .violation_set import SetQuery, violating_set
 
@@ -58,10 +59,10 @@ OTHER_WEIGHT = 3
 FORK_AT_ONCE = 300
 FORK_AFTER_S = 0.1
 
-# relations whose obligations share work: families (families.py), and slices proved once for
+# relations whose obligations share work: families and disjunctions (families.py), and slices proved once for
 # every obligation of the rule (production attention's statistic broadcasts: 9 obligations, 5,193
 # queries, 1,296 distinct slices); split across processes, each would build and prove them again
-SHARING = FAMILY_RELATIONS | {"broadcast", "rel", "eq", "stat_eq", "reduce_uniform", "mask_rel"}
+SHARING = FAMILY_RELATIONS | DISJUNCTIVE | {"broadcast", "rel", "eq", "stat_eq", "reduce_uniform", "mask_rel"}
 
 F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)  # Linux's fcntl, named in Python 3.10+
 

@@ -164,7 +164,7 @@ class KernelSolver:
             sorted(obligations, key=lambda o: self._report_key(o[1], o[2]))
         self._families = FamilyProofs([tuple(o[1:]) for o in ordered if o[3] in KNOWN_RELATIONS],
                                       self._posed, self._proves_family, self._family_parameter, self.enc.ctx,
-                                      self._variable_sets, self.enc.ranges)
+                                      self._variable_sets, self.enc.ranges, self._disjunction_proved)
         try:
             decided = None
             if self.max_errors is None and self.jobs > 1:  # (max_errors stops in report order: one process)
@@ -389,7 +389,7 @@ class KernelSolver:
             return out
 
         return Posed([self.relaxed_formulas(q) for q in queries], [has_deferred(q.constraints) for q in queries],
-                     with_kills)
+                     with_kills, len(side[0]) != len(self._base_side[0]))
 
     def _proves_family(self, formulas: list[z3.BoolRef], members: int) -> bool:
         """Whether a family's query (solver/families.py) is UNSAT within one budgeted attempt,
@@ -397,6 +397,13 @@ class KernelSolver:
         return proof_memo.proved_by(self.enc.query_key(formulas), lambda: self.enc.proves(
             self.enc.prepare(formulas), self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1],
             budgets.QUICK_PROOF_RLIMIT * members))
+
+    def _disjunction_proved(self, cases: list[list[z3.BoolRef]]) -> bool:
+        """Whether the disjunction of several obligations' kill-free queries (families.py,
+        DISJUNCTIVE) is UNSAT within a quick attempt's budget per case; with the kernel's bit
+        decompositions only (the cases carry nothing else: `Posed.own_side`)."""
+        self.enc.restore_side(self._base_side)
+        return self._cases_proved(cases)
 
     def _family_parameter(self, index: int, values: tuple[int, ...]) -> z3.ArithRef:
         return self.enc.ranged_var(f"family!{index}", min(values), max(values))
