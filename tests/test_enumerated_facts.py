@@ -334,3 +334,41 @@ def test_a_conflicts_degree_counts_the_lanes_its_guard_lets_run():
     text = text.format(guard="t < 16").replace("S[t * 2]", "S[(t * 4) % 256]")
     guarded = [m for _line, v, _q, m in _bank_findings(text) if v == "VIOLATION"]
     assert guarded == ["2-way bank conflict: lanes 0 and 8 access words 0 and 32 of bank 0"]
+
+
+@pytest.mark.parametrize("name", ["gemm_mfma16", "gemm_lds_mfma_transposed"])
+def test_a_certain_conflict_gets_the_counterexample_the_solver_path_gives(name, monkeypatch):
+    """A conflict the enumeration found where every lane and iteration runs is satisfiable (when
+    the kernel's assumptions are): its canonical model is asked for at once, without the quick
+    attempt in the kernel's context whose SAT led to the same canonical model."""
+    import json
+
+    from ave_decl import check
+    from ave_decl.solver import smt
+    from ave_decl.solver.access_queries import AccessQueries
+    from conftest import EXAMPLES
+
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")
+    path = str(EXAMPLES / f"{name}.ave")
+    attempts = [0]
+    quick_check = smt.Encoder.quick_check
+
+    def counting(self, *args, **kw):
+        attempts[0] += 1
+        return quick_check(self, *args, **kw)
+
+    monkeypatch.setattr(smt.Encoder, "quick_check", counting)
+    at_once = json.dumps(check(path, violation_sets=False, confirm=True).to_json(timings=False), sort_keys=True)
+    fewer = attempts[0]
+    bank_conflicts = AccessQueries.bank_conflicts
+
+    def uncertain(self, aid):
+        queries = bank_conflicts(self, aid)
+        for q in queries:
+            q.certain = False
+        return queries
+
+    monkeypatch.setattr(AccessQueries, "bank_conflicts", uncertain)
+    attempts[0] = 0
+    assert json.dumps(check(path, violation_sets=False, confirm=True).to_json(timings=False), sort_keys=True) == at_once
+    assert fewer < attempts[0]

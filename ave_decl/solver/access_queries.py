@@ -462,17 +462,17 @@ class AccessQueries:
                 if k.startswith("residue:")]
         violated = z3.And(w1 != w2, w1 % BANKS == w2 % BANKS)
 
-        def query(extra: list, hint: bool = False) -> Query:
+        def query(extra: list, hint: bool = False, certain: bool = False) -> Query:
             return Query(cons + extra, violated, self._access_alt(aid, first, acc.kind),
                          self._access_alt(aid, second, acc.kind), first, first, second, {"word1": w1, "word2": w2},
-                         hint=hint)
+                         hint=hint, certain=certain)
 
         if witness and (self.view.all_guards(acc.stmt) or any(k.startswith("residue:") for k in witness)):
             # the enumeration's conflict may never run (its stage or a guard): asked first,
             # pinned, as a hint (Z3 confirms it quickly: gemm_mfma_mi300x's four staged A reads,
             # 25 -> 3 ms each), then the access whole, which decides unless the hint was SAT
             return [query(pinned, hint=True), query([])]
-        return [query(pinned)]
+        return [query(pinned, certain=bool(witness))]
 
 
 def _first_conflicting_phase(words, phase: int) -> tuple[int, int] | None:

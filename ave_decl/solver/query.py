@@ -26,6 +26,9 @@ class Query:
     # a stronger query asked first for its counterexample (a bank conflict the enumeration found,
     # pinned): its UNSAT or UNKNOWN says nothing of the obligation, which the next query decides
     hint: bool = False
+    # known to be satisfiable when the kernel's assumptions are (a bank conflict the enumeration
+    # found where every lane and iteration runs, pinned): its canonical model is asked for at once
+    certain: bool = False
 
     @classmethod
     def joined(cls, parts: tuple[list, ...], violated: z3.BoolRef, *rest, **kw) -> Query:

@@ -310,7 +310,11 @@ class KernelSolver:
                 result, solver = z3.sat, None
             else:
                 prepared = self.enc.prepare(formulas)
-                result, solver = self.enc.quick_check(prepared, self.timeout_ms)
+                # a query known to be satisfiable: its canonical model at once (the one the
+                # quick attempt's SAT would lead to), else the quick attempt as for any other
+                model = self._canonical_model(prepared, formulas, key) if q.certain else None
+                result, solver = (z3.sat, None) if model is not None else \
+                    self.enc.quick_check(prepared, self.timeout_ms)
             if q.hint and result != z3.sat:
                 continue  # a stronger query, asked for its counterexample: the next one decides
             if result == z3.unknown:  # the budgeted attempts did not decide: the full solver
@@ -615,12 +619,17 @@ class KernelSolver:
         remembered: it depends on the solver's history; a budgeted attempt's is a tactic
         solver without HNF cuts, Encoder.attempt_solver, whose bounded re-solves each run the
         whole tactic)."""
-        sizes = list(self.enc.sizes.values())
-        model = canonical_model(prepared, free_constants(prepared), sizes, self.timeout_ms, self._smallest,
-                                self.enc.ctx)
-        if model is None:
-            return self._smallest(solver, sizes)  # decided: never None
-        if key is not None:
+        model = self._canonical_model(prepared, formulas, key)
+        return model if model is not None else self._smallest(solver, list(self.enc.sizes.values()))  # decided
+
+    def _canonical_model(self, prepared: list[z3.BoolRef], formulas: list[z3.BoolRef],
+                         key: bytes | None) -> z3.ModelRef | None:
+        """`_small_model`'s canonical model, remembered; None when the copy has none within the
+        timeout (or is UNSAT: a query taken to be satisfiable, `Query.certain`, then goes the
+        usual way)."""
+        model = canonical_model(prepared, free_constants(prepared), list(self.enc.sizes.values()), self.timeout_ms,
+                                self._smallest, self.enc.ctx)
+        if model is not None and key is not None:
             constants = free_constants(formulas)
             values = model_values(model, constants)
             if values is not None:
