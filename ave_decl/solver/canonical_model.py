@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import z3
 
-from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args, _wrap, connective
+from .raw_terms import _num_args, _wrap, connective, uninterpreted_applications
 
 Smallest = Callable[..., z3.ModelRef | None]  # solve.KernelSolver._smallest
 # how Z3 prints a conversion to bit-vectors: a swizzle's xor (smt.py's bitwise terms)
@@ -25,31 +25,12 @@ BIT_VECTORS = "(_ int_to_bv "
 
 
 def free_constants(formulas: list[z3.ExprRef]) -> list[z3.ExprRef]:
-    """The uninterpreted constants of the formulas, in depth-first first-occurrence order.
-    Walked through the unchecked C getters (solver/divmod.py): a wrapper per node cost more
-    than the solve it serves."""
+    """The uninterpreted constants of the formulas, in depth-first first-occurrence order."""
     if not formulas:
         return []
     ctx = formulas[0].ctx
     c = ctx.ref()
-    seen: set[int] = set()
-    out: list[z3.ExprRef] = []
-    stack = [f.as_ast() for f in reversed(formulas)]
-    while stack:
-        a = stack.pop()
-        key = _ast_id(c, a)
-        if key in seen:
-            continue
-        seen.add(key)
-        if _ast_kind(c, a) != z3.Z3_APP_AST:
-            continue
-        n = _num_args(c, a)
-        if n == 0:
-            if _decl_kind(c, _app_decl(c, a)) == z3.Z3_OP_UNINTERPRETED:
-                out.append(_wrap(a, ctx))
-        else:
-            stack.extend(_arg(c, a, i) for i in reversed(range(n)))
-    return out
+    return [_wrap(a, ctx) for a in uninterpreted_applications(formulas) if _num_args(c, a) == 0]
 
 
 def canonical_text(assertions: list[z3.BoolRef], constants: list[z3.ExprRef],

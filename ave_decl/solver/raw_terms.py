@@ -8,6 +8,8 @@ only for Int operands.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import z3
 
 
@@ -137,6 +139,29 @@ def int_sum(parts: list[z3.ArithRef]) -> z3.ArithRef:
         return parts[0]
     ctx = parts[0].ctx
     return made(z3.ArithRef, _MAKERS["add"](ctx.ref(), len(parts), (z3.Ast * len(parts))(*(p.ast for p in parts))), ctx)
+
+
+def uninterpreted_applications(formulas: list[z3.ExprRef]) -> Iterator[z3.Ast]:
+    """The applications of uninterpreted constants and functions in the formulas (raw terms),
+    each once, in depth-first first-occurrence order. Walked through the unchecked C getters: a
+    z3py wrapper per node cost more than the solves these walks serve (canonical_model's free
+    constants, violation_set's symbols)."""
+    if not formulas:
+        return
+    c = formulas[0].ctx.ref()
+    seen: set[int] = set()
+    stack = [f.as_ast() for f in reversed(formulas)]
+    while stack:
+        a = stack.pop()
+        key = _ast_id(c, a)
+        if key in seen:
+            continue
+        seen.add(key)
+        if _ast_kind(c, a) != z3.Z3_APP_AST:
+            continue
+        if _decl_kind(c, _app_decl(c, a)) == z3.Z3_OP_UNINTERPRETED:
+            yield a
+        stack.extend(_arg(c, a, i) for i in reversed(range(_num_args(c, a))))
 
 
 def assert_all(solver: z3.Solver, formulas: list[z3.BoolRef]) -> None:

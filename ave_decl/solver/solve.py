@@ -674,10 +674,7 @@ class KernelSolver:
         solver.set("rlimit", SMALL_MODEL_RLIMIT)
         for bound in SMALL_SIZES if sizes else ():
             if reread is not None:
-                once = z3.Solver(ctx=solver.ctx)
-                once.set("timeout", self.timeout_ms)
-                once.set("rlimit", SMALL_MODEL_RLIMIT)
-                once.from_string(reread)
+                once = self._first_check_of(reread, solver.ctx, SMALL_MODEL_RLIMIT)
                 once.add(*[v <= bound for v in sizes])
                 if once.check() == z3.sat:
                     return once.model()
@@ -691,11 +688,19 @@ class KernelSolver:
             if found:
                 return model
         if model is None:
-            once = z3.Solver(ctx=solver.ctx)
-            once.set("timeout", self.timeout_ms)
-            once.from_string(solver.sexpr())
+            once = self._first_check_of(solver.sexpr(), solver.ctx)
             model = once.model() if once.check() == z3.sat else None
         return model
+
+    def _first_check_of(self, text: str, ctx: z3.Context, rlimit: int = 0) -> z3.Solver:
+        """A solver of its own holding the SMT-LIB `text`, so that its next check is a first
+        one (with Z3's preprocessing), under the timeout and, if given, a work budget."""
+        once = z3.Solver(ctx=ctx)
+        once.set("timeout", self.timeout_ms)
+        if rlimit:
+            once.set("rlimit", rlimit)
+        once.from_string(text)
+        return once
 
     # ------------------------------------------------------------ queries
     def _operands_exist(self, site: int, relation: str, lhs: int, rhs: int) -> bool:

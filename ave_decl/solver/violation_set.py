@@ -18,13 +18,15 @@ can be counted by any process (solver/parallel.py).
 """
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
 
 import z3
 
 from .budgets import ENUM_CALL_RLIMIT, ENUM_MAX_POINTS, ENUM_TOTAL_RLIMIT, rlimit_count, stopped_by_wall_clock
-from .raw_terms import _app_decl, _arg, _ast_id, _ast_kind, _decl_kind, _num_args
+from .raw_terms import _app_decl, uninterpreted_applications
 
 
 @dataclass(frozen=True)
@@ -88,25 +90,13 @@ def violating_set(query: SetQuery) -> dict | None:
 
 
 def _symbols(assertions: z3.AstVector) -> dict[str, z3.FuncDeclRef]:
-    """The uninterpreted constants and functions of the assertions, by name. Walked through the
-    unchecked C getters (raw_terms.py): z3py's `children()` and `decl()` wrap every node, a
-    tenth of a small set's time."""
-    out: dict[str, z3.FuncDeclRef] = {}
+    """The uninterpreted constants and functions of the assertions, by name."""
     ctx = assertions.ctx
     c = ctx.ref()
-    seen: set[int] = set()
-    stack = [a.as_ast() for a in assertions]
-    while stack:
-        a = stack.pop()
-        key = _ast_id(c, a)
-        if key in seen or _ast_kind(c, a) != z3.Z3_APP_AST:
-            continue
-        seen.add(key)
-        decl = _app_decl(c, a)
-        if _decl_kind(c, decl) == z3.Z3_OP_UNINTERPRETED:
-            ref = z3.FuncDeclRef(decl, ctx)
-            out.setdefault(ref.name(), ref)
-        stack.extend(_arg(c, a, i) for i in range(_num_args(c, a)))
+    out: dict[str, z3.FuncDeclRef] = {}
+    for a in uninterpreted_applications(list(assertions)):
+        decl = z3.FuncDeclRef(_app_decl(c, a), ctx)
+        out.setdefault(decl.name(), decl)
     return out
 
 
@@ -187,26 +177,24 @@ class _Bounds:
 
     def __init__(self, variables: list[Var]):
         self._variables = variables
-        self._made: dict[tuple[int, str, int], z3.BoolRef] = {}
+        self._made: dict[tuple, z3.BoolRef] = {}
 
     def inside(self, box: tuple[tuple[int, int], ...]) -> list[z3.BoolRef]:
         out: list[z3.BoolRef] = []
         for n, (v, (lo, hi)) in enumerate(zip(self._variables, box)):
             if hi - lo == 1:
-                out.append(self._term(n, "eq", lo))
+                out.append(self._term(n, operator.eq, lo))
                 continue
             if lo > 0:
-                out.append(self._term(n, "ge", lo))
+                out.append(self._term(n, operator.ge, lo))
             if hi < v.size:
-                out.append(self._term(n, "lt", hi))
+                out.append(self._term(n, operator.lt, hi))
         return out
 
-    def _term(self, n: int, op: str, value: int) -> z3.BoolRef:
+    def _term(self, n: int, op: Callable[[z3.ArithRef, int], z3.BoolRef], value: int) -> z3.BoolRef:
         made = self._made.get((n, op, value))
         if made is None:
-            term = self._variables[n].term
-            made = self._made[(n, op, value)] = (term == value if op == "eq" else term >= value if op == "ge"
-                                                  else term < value)
+            made = self._made[(n, op, value)] = op(self._variables[n].term, value)
         return made
 
 
