@@ -80,6 +80,39 @@ def test_members_that_differ_elsewhere_than_in_linear_constants_do_not_fit(secon
     assert raised.value.members == {1}
 
 
+def test_a_condition_and_its_negation_become_a_polarity_parameter():
+    """The two arms of a wave-specialised kernel pose the same queries under `c` and `not c`."""
+    ctx = z3.Context()
+    x, y, w = (z3.Int(n, ctx) for n in "xyw")
+    members = [
+        [w / 64 < 4, x + 8 == y],
+        [z3.Not(w / 64 < 4), x + 16 == y],
+        [z3.Not(w / 64 < 4), x + 24 == y],
+    ]
+    unifier, params = _unifier(ctx)
+    general = unifier.generalise(members)
+    assert set(params) == {(1, 0, 0), (8, 16, 24)}  # the polarity: 1 where the condition stands
+    for m, formulas in enumerate(members):
+        assert _equivalent(_instance(general, params, m), formulas)
+
+
+def test_a_negation_of_another_condition_does_not_fit():
+    ctx = z3.Context()
+    x = z3.Int("x", ctx)
+    unifier, _params = _unifier(ctx)
+    with pytest.raises(Mismatch) as raised:
+        unifier.generalise([[x < 4], [z3.Not(x <= 4)]])
+    assert raised.value.members == {1}
+
+
+def test_production_attentions_two_arms_form_one_family_of_eight(monkeypatch):
+    counts = _proved_families(monkeypatch)
+    report = json.loads(_report(ROOT / "examples" / "production" / "fa_fwd_gfx942.ave"))
+    assert report["kernels"][0]["verdict"] == "VERIFIED"
+    assert counts.count(8) >= 36 + 8, "K pairing's 36 and K distinctness's 9 positions, one family per position"
+    assert all(c in (0, 8) for c in counts)
+
+
 def _report(path: Path) -> str:
     return json.dumps(check(str(path), violation_sets=False, confirm=True).to_json(timings=False), sort_keys=True)
 

@@ -15,7 +15,9 @@ parameter); sums are compared as flattened lists of terms, so `(bm + wm) + x` an
 (a parameter there would make the query non-linear): the member that differs there leaves the
 family. Members whose instances were named apart (production attention's o0..o3 accumulate
 through differently named loops) may differ in the names of integer variables of the same range
-too: the first member's name stands for them. The family's query is the generalised formulas
+too: the first member's name stands for them. A condition that some members have and the others
+negate (the two arms of a wave-specialised kernel) becomes "the condition == (a parameter is 1)".
+The family's query is the generalised formulas
 and "the parameters take the values of one member" (a disjunction over the members). Each member
 is an instance of the generalisation at its own values (its own variables substituted for the
 first member's, which must not occur in it otherwise), so the family's UNSAT proves every
@@ -117,12 +119,30 @@ class AntiUnifier:
             raise Mismatch({k for k, n in enumerate(numerals) if n != numerals[0]})
         else:
             decls = [_app_decl(c, a) for a in nodes]
-            if any(_decl_kind(c, d) == z3.Z3_OP_ADD for d in decls):
+            kinds = [_decl_kind(c, d) for d in decls]
+            if z3.Z3_OP_ADD in kinds:
                 made = self._sum(nodes)
+            elif z3.Z3_OP_NOT in kinds and kinds.count(z3.Z3_OP_NOT) != len(kinds):
+                made = self._polarity(nodes, kinds)
             else:
                 made = self._application(nodes, decls)
         self._memo[ids] = made
         return made
+
+    def _polarity(self, nodes: tuple, kinds: list[int]) -> z3.BoolRef:
+        """Where some members have a condition and the others its negation (the two arms of a
+        wave-specialised kernel: `w < 4` in one, `not (w < 4)` in the other), the condition
+        generalised, equal to "a parameter is 1" (1 for the members with it, 0 for those with
+        its negation). Why: production attention's arms pose the same K pairing and K
+        distinctness queries but for these guards, two families of four where one of eight does."""
+        c = self._c
+        if any(_sort_kind(c, _get_sort(c, a)) != z3.Z3_BOOL_SORT for a in nodes):
+            raise Mismatch({k for k, kind in enumerate(kinds) if kind != kinds[0]})
+        signs = tuple(0 if kind == z3.Z3_OP_NOT else 1 for kind in kinds)
+        inner = tuple(_arg(c, a, 0) if sign == 0 else a for a, sign in zip(nodes, signs))
+        made = self._term(inner)
+        condition = reference_of(None, inner[0], self.ctx) if made is None else made
+        return condition == (self._param(signs) == 1)
 
     def _sum(self, nodes: tuple) -> z3.ExprRef:
         """Sums (or a term and a sum of it and a constant): their non-constant terms, flattened,
