@@ -66,6 +66,14 @@ TOGETHER_MAX = 12  # queries per group (the group's work budget: as many quick a
 # no group proved on any example, the tail GEMMs' each spent its whole budget, 1.2 M units,
 # ~230 ms, against ~100 ms for all their K-distinctness obligations one by one).
 UNGROUPED = frozenset({"async_exposed", "k_pairing", "k_distinct"})
+# Once an obligation's first query that needs its kills is proved, the queries after it are tried
+# KILLED_TOGETHER at a time, kills and all, as one disjunction (`_proved_with_kills`): packed
+# GEMM's tag assertion and K pairing 24 + 25 queries, 4-5 ms each alone (packed_transpose
+# 0.78x, gemm_pipelined 0.91x; Session 33). Not after a violation could be near (a group that
+# fails stops the grouping), nor for the relations whose queries are found violated more often
+# than proved (bank conflicts: warnings) or cost Z3 more together (async copies, see UNGROUPED).
+KILLED_TOGETHER = 8
+KILLED_UNGROUPED = frozenset({"async_exposed", "bank_conflicts"})
 SLICES_TOGETHER = 64  # slices per group: they share more, so bigger groups pay (production attention: 12: 6.9 s, 200: 5.0 s)
 SMALL_SIZES = (64, 512)  # counterexamples are re-solved with every size at most this, smallest first
 
@@ -132,6 +140,10 @@ class KernelSolver:
         self._decided: dict[tuple[int, ...], tuple[list[z3.BoolRef], z3.CheckSatResult]] = {}
         # the current obligation's kill-free attempts, per query (`_relaxed`; reset per obligation)
         self._relaxed_outcomes: dict[int, tuple[Query, z3.CheckSatResult]] = {}
+        # id(query) -> (it, how many bit decompositions there were right after its kills were
+        # built): a query whose kills a group built before its turn (`_proved_with_kills`) is
+        # asked with those, not with those that later queries' kills added since
+        self._side_of: dict[int, tuple[Query, int]] = {}
         # the content keys of the slices this check proved (`_proved_slices`), memo on or off
         self._proved_slice_keys: set[bytes] = set()
         self._families: FamilyProofs | None = None  # made by `findings` from its obligations
@@ -284,8 +296,9 @@ class KernelSolver:
         posed = [q for q in queries if not (q.unknown or q.lhs.unknown or q.rhs.unknown)]
         sliced = self._proved_sliced(posed)
         together = self._proved_together([q for q in posed if id(q) not in sliced]) if relation not in UNGROUPED else set()
-        relax = True
-        for q in queries:
+        relax, group_next = True, False
+        self._side_of = {}
+        for n, q in enumerate(queries):
             reason = q.unknown or q.lhs.unknown or q.rhs.unknown
             if reason:
                 unknown_reasons.append(reason)
@@ -297,6 +310,7 @@ class KernelSolver:
                 if self._proved_without_kills(q):
                     continue
                 relax = False  # this obligation's queries need their kills: stop paying for the attempt
+                group_next = relation not in KILLED_UNGROUPED
             formulas = self.formulas(q)  # builds the deferred kills (an internal error if it fails)
             same = self._identity(formulas)
             if self._decided_as(same) == z3.unsat:
@@ -323,6 +337,11 @@ class KernelSolver:
             if result == z3.unsat:
                 proof_memo.MEMO.remember(key)
                 self._decided[same] = (formulas, z3.unsat)
+                if group_next:  # the first query with kills holds: the rest in groups
+                    group_next = False
+                    together = together | self._proved_with_kills(
+                        [r for r in queries[n + 1:] if not (r.unknown or r.lhs.unknown or r.rhs.unknown)
+                         and id(r) not in together and id(r) not in sliced])
             if result == z3.sat:
                 model = model or self._small_model(solver, prepared, formulas, key)
                 cex = self._counterexample(model, q, relation)
@@ -420,7 +439,9 @@ class KernelSolver:
         """Everything a query asserts: the kernel's base, its constraints (the deferred ones
         built first: building them may add bit decompositions to enc.side), the negated property."""
         constraints = strict(q.constraints)
-        return [*self.base, *constraints, q.violated, *self.enc.side]
+        built = self._side_of.get(id(q))
+        side = self.enc.side if built is None or built[0] is not q else self.enc.side[:built[1]]
+        return [*self.base, *constraints, q.violated, *side]
 
     def _proved_sliced(self, posed: list[Query]) -> set[int]:
         """The posed queries of an obligation proved by their slices (ids of the Query objects;
@@ -500,6 +521,27 @@ class KernelSolver:
                 continue
             if len(group) > 1 and self._group_proved(group):
                 proved.update(id(q) for q in group)
+        return proved
+
+    def _proved_with_kills(self, posed: list[Query]) -> set[int]:
+        """The queries proved in groups of KILLED_TOGETHER (ids of the Query objects): each
+        group's disjunction, kills built, UNSAT within a quick attempt's budget per query; the
+        first group not proved ends the attempt, and its queries are asked one by one with the
+        bit decompositions they had when their own kills were built (`formulas`), so that a
+        violation's counterexample is the one it gets without this attempt."""
+        proved: set[int] = set()
+        for start in range(0, len(posed), KILLED_TOGETHER):
+            group = posed[start:start + KILLED_TOGETHER]
+            if len(group) < 2:
+                break
+            cases, side_of = [], {}
+            for q in group:
+                cases.append([*strict(q.constraints), q.violated])
+                side_of[id(q)] = (q, len(self.enc.side))
+            if not self._cases_proved(cases):
+                self._side_of.update(side_of)
+                break
+            proved.update(id(q) for q in group)
         return proved
 
     def _first_needs_kills(self, group: list[Query]) -> bool:
