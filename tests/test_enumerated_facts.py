@@ -59,7 +59,9 @@ def _stride_rows(path: Path) -> list[list[tuple]]:
 
 
 @pytest.mark.parametrize("name", ["gemm_lds_mfma.ave", "gemm_pipelined.ave", "fused_moe.ave",
-                                  "flash_attention_gqa.ave", "gemm_mma_ldmatrix.ave"])
+                                  "flash_attention_gqa.ave", "gemm_mma_ldmatrix.ave",
+                                  "tails/gemm_tail_unmasked_store.ave",  # guarded: masked tails
+                                  "pipelines/gemm_pipelined3.ave", "production/fa_fwd_gfx942.ave"])
 def test_enumerated_strides_equal_the_z3_ones(name, monkeypatch):
     path = ROOT / "examples" / name
     calls: list[int] = []
@@ -71,6 +73,19 @@ def test_enumerated_strides_equal_the_z3_ones(name, monkeypatch):
     assert enumerated == _stride_rows(path)
     assert any(enumerated), "the example has no global access with strides: the test compares nothing"
     assert len(calls) > 2 * enumerated_calls, "the enumeration decided no access the Z3 path decides"
+
+
+def test_guarded_accesses_take_the_enumerated_strides_once_a_pair_of_lanes_runs(monkeypatch):
+    """Guards only take pairs of lanes away: the largest run found without them holds, with its
+    differences, once Z3 finds two lanes that execute the access together (one check, not five)."""
+    path = ROOT / "examples" / "tails" / "gemm_tail_unmasked_store.ave"
+    asked: list[int] = []
+    pair_runs = derived_facts._pair_runs
+    monkeypatch.setattr(derived_facts, "_pair_runs", lambda *args: asked.append(1) or pair_runs(*args))
+    enumerated = _stride_rows(path)
+    assert asked, "no guarded access was decided by the enumeration"
+    monkeypatch.setattr(derived_facts, "lane_separable", lambda *args: False)  # every such access to Z3
+    assert enumerated == _stride_rows(path)
 
 
 def _first_conflict_by_loop(words: np.ndarray, phase: int) -> tuple[int, int] | None:

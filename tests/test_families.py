@@ -38,6 +38,15 @@ def _equivalent(a: list[z3.BoolRef], b: list[z3.BoolRef]) -> bool:
     return s.check() == z3.unsat
 
 
+def _generalised(members: list[list[z3.BoolRef]]) -> tuple[list[z3.BoolRef], dict]:
+    """The generalisation and its parameters, each member checked to be its instance."""
+    unifier, params = _unifier(members[0][0].ctx)
+    general = unifier.generalise(members)
+    for m, formulas in enumerate(members):
+        assert _equivalent(_instance(general, params, m), formulas)
+    return general, params
+
+
 def test_constants_become_parameters_and_each_member_is_its_instance():
     ctx = z3.Context()
     x, y, w = (z3.Int(n, ctx) for n in "xyw")
@@ -46,12 +55,9 @@ def test_constants_become_parameters_and_each_member_is_its_instance():
         [x + 2 * y + 8 == w, x < 136, (x + w + 8) % 32 == 0],
         [(x + 2 * y) + 16 == w, x < 136, (x + w + 16) % 32 == 0],  # nested sums are flattened
     ]
-    unifier, params = _unifier(ctx)
-    general = unifier.generalise(members)
+    general, params = _generalised(members)
     assert list(params) == [(0, 8, 16)]  # one parameter: the constant varies the same way everywhere
     assert general[1].eq(members[0][1])  # a formula all members share is the first member's
-    for m, formulas in enumerate(members):
-        assert _equivalent(_instance(general, params, m), formulas)
 
 
 def test_numerals_in_comparisons_are_generalised():
@@ -89,11 +95,8 @@ def test_a_condition_and_its_negation_become_a_polarity_parameter():
         [z3.Not(w / 64 < 4), x + 16 == y],
         [z3.Not(w / 64 < 4), x + 24 == y],
     ]
-    unifier, params = _unifier(ctx)
-    general = unifier.generalise(members)
+    _general, params = _generalised(members)
     assert set(params) == {(1, 0, 0), (8, 16, 24)}  # the polarity: 1 where the condition stands
-    for m, formulas in enumerate(members):
-        assert _equivalent(_instance(general, params, m), formulas)
 
 
 def test_a_negation_of_another_condition_does_not_fit():

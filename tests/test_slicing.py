@@ -15,7 +15,7 @@ from ave_decl.report.model import Verdict
 from ave_decl.solver.chains import Alt, Step, product_components, product_operands, row_of
 from ave_decl.solver.deferred import relaxed, strict
 from ave_decl.solver.smt import Instance
-from ave_decl.solver.slicing import Slicer, query_slice, weaker_slices, worth_slicing
+from ave_decl.solver.slicing import Slice, Slicer, promising, query_slice, weaker_slices, worth_slicing
 from ave_decl.solver.solve import KernelSolver
 
 FA = EXAMPLES / "production" / "fa_fwd_gfx942.ave"
@@ -51,6 +51,15 @@ def test_weaker_slices_are_the_strict_subsets():
                            ctx)
     assert weaker == {b"a": [], b"b": [b"a"], b"c": [], b"d": [b"a", b"b", b"c"]}
     assert weaker_slices({b"a": ([f1, f2],), b"b": ([f2], [f1])}, ctx) == {b"a": [], b"b": []}  # equal sets: neither weaker
+
+
+def test_a_sample_of_distinct_slices_keeping_most_of_their_queries_is_not_promising():
+    def sample(identities: list[int], kept: int) -> list:
+        return [(None, Slice((), None, (i,), kept, 100)) for i in identities]
+
+    assert not promising(sample(list(range(16)), 97))  # production attention's stored tags
+    assert promising(sample(list(range(15)) + [0], 97))  # two slices equal: they may collapse
+    assert promising(sample(list(range(16)), 50))  # half the constraints left out
 
 
 def test_worth_slicing_needs_fewer_distinct_slices_or_much_smaller_ones():

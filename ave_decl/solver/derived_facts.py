@@ -190,6 +190,11 @@ def add_lane_strides(kf: KernelFacts, view: KernelView, enc: Encoder, base: list
         if view.buffers[acc.buffer][0] != "global" or acc.kind not in ("load", "store") or not acc.coords:
             continue
         found = _strides_by_enumeration(enc, acc, runs)
+        if found is not None and view.all_guards(acc.stmt):
+            # guards only take pairs of lanes away, so the largest run holds under them too (with
+            # the same differences) if any pair runs together; another answer is Z3's to give
+            # (masked tails: 5 Z3 checks per access -> 1)
+            found = (found if _pair_runs(enc, base, acc) else None) if found and found[0] == runs[0] else None
         if found is None:
             found = _strides_by_z3(enc, base, acc, runs)
         if not found:
@@ -216,12 +221,10 @@ def _address_stride(enc: Encoder, extents: list[int], diffs: list[int]) -> int |
 
 
 def _strides_by_enumeration(enc: Encoder, acc, runs: list[int]) -> tuple | None:
-    """Exact, when the coordinates depend only on thread ids and loops with constant bounds (and
-    the access is unguarded): every pair of consecutive lanes at every loop point. () when no
-    run has constant differences, None when not enumerable (Z3 decides)."""
+    """Exact, when the coordinates depend only on thread ids and loops with constant bounds: every
+    pair of consecutive lanes at every loop point, guards left out (the caller's to weigh). ()
+    when no run has constant differences, None when not enumerable (Z3 decides)."""
     view = enc.view
-    if view.all_guards(acc.stmt):
-        return None
     loops = {f"loop:{h}": h for h in view.enclosing_loops(acc.stmt)}
     names: set[str] = set()
     for c in acc.coords:
@@ -259,6 +262,34 @@ def _strides_by_enumeration(enc: Encoder, acc, runs: list[int]) -> tuple | None:
 
 
 def _strides_by_z3(enc: Encoder, base: list[z3.BoolRef], acc, runs: list[int]) -> tuple[int, list[int]] | None:
+    check, t1, t2, diffs = _pair_solver(enc, base, acc)
+    # candidate differences from one pair (l even: a pair inside every aligned run)
+    result, model = check(t1 % 2 == 0)
+    if result != z3.sat:
+        return None  # no two consecutive lanes execute the access together (or undecided)
+    candidate = []
+    for diff in diffs:
+        value = model.eval(diff, model_completion=True)
+        if not z3.is_int_value(value):
+            return None
+        candidate.append(value.as_long())
+    for run in runs:
+        same_run = t1 / run == t2 / run
+        if all(check(same_run, diff != value)[0] == z3.unsat for diff, value in zip(diffs, candidate)):
+            return run, candidate
+    return None
+
+
+def _pair_runs(enc: Encoder, base: list[z3.BoolRef], acc) -> bool:
+    """Whether two consecutive lanes (the first even) execute the access together: `_strides_by_z3`'s
+    first question, asked the same way (the same instances, names and budget)."""
+    check, t1, _t2, _diffs = _pair_solver(enc, base, acc)
+    return check(t1 % 2 == 0)[0] == z3.sat
+
+
+def _pair_solver(enc: Encoder, base: list[z3.BoolRef], acc):
+    """Two lanes l and l + 1 executing the access in one block and iteration: a `check(*extra)`
+    of that pair, their linear thread ids and the coordinates' differences."""
     view = enc.view
     first = enc.new_instance(acc.stmt, "l")
     loops = {h: first.env[f"loop:{h}"] for h in view.enclosing_loops(acc.stmt)}
@@ -281,18 +312,4 @@ def _strides_by_z3(enc: Encoder, base: list[z3.BoolRef], acc, runs: list[int]) -
         finally:
             solver.pop()
 
-    # candidate differences from one pair (l even: a pair inside every aligned run)
-    result, model = check(t1 % 2 == 0)
-    if result != z3.sat:
-        return None  # no two consecutive lanes execute the access together (or undecided)
-    candidate = []
-    for diff in diffs:
-        value = model.eval(diff, model_completion=True)
-        if not z3.is_int_value(value):
-            return None
-        candidate.append(value.as_long())
-    for run in runs:
-        same_run = t1 / run == t2 / run
-        if all(check(same_run, diff != value)[0] == z3.unsat for diff, value in zip(diffs, candidate)):
-            return run, candidate
-    return None
+    return check, t1, t2, diffs

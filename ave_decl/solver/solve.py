@@ -29,7 +29,7 @@ from .families import FamilyProofs, Posed
 from .hints import bounds_hint, fix_hint
 from .query import Query
 from .raw_terms import _ast_id, connective, some_differ
-from .slicing import Slice, Slicer, VariableSets, query_slice, weaker_slices, worth_slicing
+from .slicing import SLICE_SAMPLE, Slice, Slicer, VariableSets, promising, query_slice, weaker_slices, worth_slicing
 from .smt import Encoder, Instance, as_bool
 from .violation_set import SetQuery, violating_set
 
@@ -454,7 +454,13 @@ class KernelSolver:
         if len(posed) < TOGETHER_MIN:
             return set()
         slicer = Slicer(self.enc.ctx, self._variable_sets)
-        made = [(q, sliced) for q in posed if (sliced := query_slice(slicer, q)) is not None]
+        made: list[tuple[Query, Slice]] = []
+        for q in posed:
+            sliced = query_slice(slicer, q)
+            if sliced is not None:
+                made.append((q, sliced))
+                if len(made) == SLICE_SAMPLE and len(posed) > SLICE_SAMPLE and not promising(made):
+                    return set()
         distinct = {sliced.identity: sliced for _q, sliced in made}  # equal parts' slices, equal identity
         if not worth_slicing(len(posed), len(distinct), sum(s.kept for _q, s in made), sum(s.whole for _q, s in made)):
             return set()  # decided before any digest: most obligations end here
