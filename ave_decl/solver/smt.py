@@ -139,7 +139,7 @@ class Encoder:
         return _budgeted(z3.Solver(ctx=self.ctx), timeout_ms, rlimit)
 
     def attempt_solver(self, timeout_ms: int, rlimit: int, seed: int | None = None,
-                       hnf_cuts: bool = True, model: bool = True) -> z3.Solver:
+                       hnf_cuts: bool = True) -> z3.Solver:
         """A solver for one check of formulas asserted once (a budgeted attempt): Z3's default
         tactic as a solver, the tactic made once per kernel. What `z3.Solver()` runs on its first
         check is that same tactic, but built anew for each solver (the QF_LIA branch's tactic
@@ -157,7 +157,6 @@ class Encoder:
         # an attempt without HNF cuts would otherwise leave them off for the next solver
         s.set("random_seed", 0 if seed is None else seed)
         s.set("arith.enable_hnf", hnf_cuts)
-        s.set("model", model)
         return s
 
     def query_solver(self, timeout_ms: int, formulas: list[z3.BoolRef], rlimit: int = 0,
@@ -203,12 +202,11 @@ class Encoder:
         "budget spent" tries the next seed. Each attempt gets at most a quarter of the timeout.
         Most queries end here, so no solver holds them before (asserting a query's hundreds of
         formulas into a solver never checked cost a fifth of production attention's check)."""
-        return self.quick_check(prepared, timeout_ms, seeds, rlimit, model=False)[0] == z3.unsat
+        return self.quick_check(prepared, timeout_ms, seeds, rlimit)[0] == z3.unsat
 
     def quick_check(self, prepared: list[z3.BoolRef], timeout_ms: int,
                     seeds: tuple[int, ...] = budgets.QUICK_PROOF_SEEDS,
-                    rlimit: int = budgets.QUICK_PROOF_RLIMIT, model: bool = True
-                    ) -> tuple[z3.CheckSatResult, z3.Solver | None]:
+                    rlimit: int = budgets.QUICK_PROOF_RLIMIT) -> tuple[z3.CheckSatResult, z3.Solver | None]:
         """`proves`'s budgeted attempts, with what decided: (unsat or sat, the attempt's solver),
         or (unknown, None) when every attempt spent its budget. A SAT here is a violation the
         full solver need not find again (it cost a second solve of every violated query).
@@ -218,7 +216,7 @@ class Encoder:
         that runs out of budget without them leaves the query to the full solver, which keeps
         Z3's defaults."""
         for seed in seeds:
-            attempt = self.attempt_solver(max(1, timeout_ms // 4), rlimit, seed, hnf_cuts=False, model=model)
+            attempt = self.attempt_solver(max(1, timeout_ms // 4), rlimit, seed, hnf_cuts=False)
             assert_all(attempt, prepared)
             result = attempt.check()
             if result != z3.unknown:  # a model is a model: no other seed can prove it

@@ -599,7 +599,7 @@ class KernelSolver:
                 outcome = z3.unsat
             else:
                 prepared = self.enc.prepare(formulas)
-                outcome = self.enc.quick_check(prepared, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1], model=False)[0]
+                outcome = self.enc.quick_check(prepared, self.timeout_ms, budgets.QUICK_PROOF_SEEDS[:1])[0]
                 if outcome == z3.unsat:
                     proof_memo.MEMO.remember(key)
             if outcome != z3.unknown:
