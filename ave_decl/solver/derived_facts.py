@@ -194,7 +194,10 @@ def add_lane_strides(kf: KernelFacts, view: KernelView, enc: Encoder, base: list
             # guards only take pairs of lanes away, so the largest run holds under them too (with
             # the same differences) if any pair runs together; another answer is Z3's to give
             # (masked tails: 5 Z3 checks per access -> 1)
-            found = (found if _pair_runs(enc, base, acc) else None) if found and found[0] == runs[0] else None
+            if found and found[0] == runs[0]:
+                found = found if _pair_runs(enc, base, acc) else ()  # no pair runs: Z3's answer too
+            else:
+                found = None
         if found is None:
             found = _strides_by_z3(enc, base, acc, runs)
         if not found:

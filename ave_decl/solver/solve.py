@@ -284,6 +284,7 @@ class KernelSolver:
             return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
         self._validate(site, inv, relation, lhs, rhs)
         obligation = (site, inv, relation, lhs, rhs)
+        self._side_of = {}  # the last obligation's (`_proved_with_kills`)
         family = self._families.proved(obligation) if self._families is not None else None
         if family is not None:  # every posed query proved with its family's (solver/families.py)
             self._built.pop(obligation, None)
@@ -297,7 +298,6 @@ class KernelSolver:
         sliced = self._proved_sliced(posed)
         together = self._proved_together([q for q in posed if id(q) not in sliced]) if relation not in UNGROUPED else set()
         relax, group_next = True, False
-        self._side_of = {}
         for n, q in enumerate(queries):
             reason = q.unknown or q.lhs.unknown or q.rhs.unknown
             if reason:
@@ -310,7 +310,7 @@ class KernelSolver:
                 if self._proved_without_kills(q):
                     continue
                 relax = False  # this obligation's queries need their kills: stop paying for the attempt
-                group_next = relation not in KILLED_UNGROUPED
+                group_next = relation not in KILLED_UNGROUPED and has_deferred(q.constraints)
             formulas = self.formulas(q)  # builds the deferred kills (an internal error if it fails)
             same = self._identity(formulas)
             if self._decided_as(same) == z3.unsat:
