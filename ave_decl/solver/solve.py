@@ -69,9 +69,10 @@ UNGROUPED = frozenset({"async_exposed", "k_pairing", "k_distinct"})
 # Once an obligation's first query that needs its kills is proved, the queries after it are tried
 # KILLED_TOGETHER at a time, kills and all, as one disjunction (`_proved_with_kills`): the packed
 # GEMM's tag assertion and K pairing have 22 such queries each, 4-5 ms each alone
-# (packed_transpose 0.78x, gemm_pipelined 0.91x; Session 33). Not after a violation could be near (a group that
-# fails stops the grouping), nor for the relations whose queries are found violated more often
-# than proved (bank conflicts: warnings) or cost Z3 more together (async copies, see UNGROUPED).
+# (packed_transpose 0.78x, gemm_pipelined 0.91x; Session 33). Not after a violation could be
+# near (a group that fails stops the grouping), nor for the relations whose queries are found
+# violated more often than proved (bank conflicts: warnings) or cost Z3 more together (async
+# copies, see UNGROUPED).
 KILLED_TOGETHER = 8
 KILLED_UNGROUPED = frozenset({"async_exposed", "bank_conflicts"})
 SLICES_TOGETHER = 64  # slices per group: they share more, so bigger groups pay (production attention: 12: 6.9 s, 200: 5.0 s)
@@ -298,7 +299,7 @@ class KernelSolver:
         sliced = self._proved_sliced(posed)
         together = self._proved_together([q for q in posed if id(q) not in sliced]) if relation not in UNGROUPED else set()
         relax, group_next = True, False
-        for n, q in enumerate(queries):
+        for q in queries:
             reason = q.unknown or q.lhs.unknown or q.rhs.unknown
             if reason:
                 unknown_reasons.append(reason)
@@ -339,9 +340,8 @@ class KernelSolver:
                 self._decided[same] = (formulas, z3.unsat)
                 if group_next:  # the first query with kills holds: the rest in groups
                     group_next = False
-                    together = together | self._proved_with_kills(
-                        [r for r in queries[n + 1:] if not (r.unknown or r.lhs.unknown or r.rhs.unknown)
-                         and id(r) not in together and id(r) not in sliced])
+                    together = together | self._proved_with_kills(  # the posed queries after this one
+                        [r for r in posed[count:] if id(r) not in together and id(r) not in sliced])
             if result == z3.sat:
                 model = model or self._small_model(solver, prepared, formulas, key)
                 cex = self._counterexample(model, q, relation)
