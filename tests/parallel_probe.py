@@ -1,7 +1,8 @@
 """Run by tests/test_parallel.py in a fresh process (forking helpers is only safe in a process
 without JAX, which other tests load): checks one kernel with N jobs and prints one JSON line,
-the report (no timings), how many findings helpers sent back and how many proofs this process
-learned from them (the proof memo on). Faults: `kill` (a helper kills itself at its first
+the report (no timings), how many findings helpers sent back, how many violation sets helpers
+counted while this process went on deciding (solver/parallel.py's `_SetsAhead`) and how many
+proofs this process learned from them (the proof memo on). Faults: `kill` (a helper kills itself at its first
 obligation), `raise` (every process raises at the kernel's bank-conflict obligations),
 `kill-counting` (a helper kills itself counting a violation set), `no-fork` (os.fork fails),
 `orphan` (this process prints its helpers' pids and kills itself once they are forked)."""
@@ -27,7 +28,8 @@ def main() -> None:
     ap.add_argument("--fault", choices=("kill", "raise", "kill-counting", "no-fork", "orphan"))
     args = ap.parse_args()
     parent = os.getpid()
-    from_helpers, learned = [0], [0]
+    from_helpers, learned, sets_ahead = [0], [0], [0]
+    collect_ahead = parallel._SetsAhead.collect
     collect, discharge, count, fork_helper = parallel._collect, solve.KernelSolver.discharge, \
         parallel.violating_set, parallel._fork_helper
 
@@ -59,7 +61,13 @@ def main() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
         return made
 
+    def counted_ahead(self):
+        found = collect_ahead(self)
+        sets_ahead[0] += len(found)
+        return found
+
     parallel._collect = counted
+    parallel._SetsAhead.collect = counted_ahead
     solve.KernelSolver.discharge = faulty
     if args.fault == "kill-counting":
         parallel.violating_set = dying
@@ -68,7 +76,8 @@ def main() -> None:
     if args.fault == "orphan":
         parallel._fork_helper = orphaning
     report = pipeline.run([SourceFile.read(args.path)], pipeline.Options(jobs=args.jobs))
-    out = {"report": report.to_json(timings=False), "from_helpers": from_helpers[0], "learned": learned[0]}
+    out = {"report": report.to_json(timings=False), "from_helpers": from_helpers[0], "learned": learned[0],
+           "sets_ahead": sets_ahead[0]}
     sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
 
 

@@ -20,6 +20,8 @@ PROBE = Path(__file__).resolve().parent / "parallel_probe.py"
 # violations with counterexamples and violation sets (async copies), K pairing families
 WAIT2 = ROOT / "examples" / "pipelines" / "gemm_pipelined3_wait2.ave"
 MI300X = ROOT / "examples" / "speed" / "gemm_mfma_mi300x.ave"
+# a small kernel decided here alone, whose one violation set a helper counts meanwhile
+TRANSPOSED = ROOT / "examples" / "gemm_lds_mfma_transposed.ave"
 
 
 def _probe(path: Path, *args: str) -> dict:
@@ -30,7 +32,7 @@ def _probe(path: Path, *args: str) -> dict:
 
 @pytest.fixture(scope="module")
 def alone() -> dict[str, dict]:
-    return {p.name: _probe(p, "--jobs", "1")["report"] for p in (WAIT2, MI300X)}
+    return {p.name: _probe(p, "--jobs", "1")["report"] for p in (WAIT2, MI300X, TRANSPOSED)}
 
 
 @pytest.mark.parametrize("path", [WAIT2, MI300X], ids=lambda p: p.stem)
@@ -39,6 +41,20 @@ def test_two_jobs_give_the_report_of_one(path, alone):
     assert got["from_helpers"] > 0  # a helper did decide obligations
     assert got["learned"] > 0  # and its proofs reached this process's memo
     assert got["report"] == alone[path.name]
+
+
+def test_a_set_counted_while_obligations_are_decided_gives_the_report_of_one(alone):
+    got = _probe(TRANSPOSED, "--jobs", "2")
+    assert got["sets_ahead"] == 1  # its K-pairing set, counted by a helper forked at the violation
+    assert got["report"] == alone[TRANSPOSED.name]
+    (pairing,) = [f for f in got["report"]["kernels"][0]["findings"] if f["invariant"] == "ave/mma-k-pairing"]
+    assert pairing["violation_set"]["count"] == 256  # counted, not left out
+
+
+def test_a_helper_that_dies_counting_a_set_ahead_costs_only_time(alone):
+    got = _probe(TRANSPOSED, "--jobs", "2", "--fault", "kill-counting")
+    assert got["sets_ahead"] == 0
+    assert got["report"] == alone[TRANSPOSED.name]
 
 
 def test_a_helper_that_dies_costs_only_time(alone):

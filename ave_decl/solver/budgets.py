@@ -36,13 +36,22 @@ def rlimit_count(solver: z3.Solver) -> int:
     """Resource units this solver has spent so far (cumulative over its checks). One pass over
     the statistics (`keys()` then `get_key_value` made two, ~90 C calls each, per enumeration
     step: a fifth of a violation set's time), through the unchecked C getters (z3py's checked
-    ones and their string decoding were a tenth of an enumeration's profile)."""
+    ones and their string decoding were a tenth of an enumeration's profile), looked up first
+    where the key was the last time (14 -> 7 µs a call)."""
     stats = solver.statistics()
     ctx, handle = stats.ctx.ref(), stats.stats
-    for i in range(_stats_size(ctx, handle)):
+    size = _stats_size(ctx, handle)
+    hint = _RLIMIT_AT[0]  # where it was last time (the keys of an enumeration's solver stay put)
+    if hint < size and _stats_key(ctx, handle, hint) == b"rlimit count":
+        return int(_stats_uint(ctx, handle, hint))
+    for i in range(size):
         if _stats_key(ctx, handle, i) == b"rlimit count":
+            _RLIMIT_AT[0] = i
             return int(_stats_uint(ctx, handle, i))
     return 0
+
+
+_RLIMIT_AT = [0]  # `rlimit_count`'s last index of the key
 
 
 def stopped_by_wall_clock(solver: z3.Solver, used: int, limit: int) -> bool:

@@ -129,28 +129,120 @@ def discharge_all(obligations: Sequence[tuple], discharge: Discharge, jobs: int,
     jobs = min(jobs, default_jobs())
     units = work_units(obligations)
     positions = {o: n for n, o in enumerate(obligations)}
+    ahead = _SetsAhead(jobs)
+    waiting: dict[int, SetQuery] = {}  # this process's set queries not handed to a helper at once
 
     def decide(u: int) -> dict[int, Finding]:
-        return {n: discharge(obligations[n]) for n in units[u]}
+        out = {n: discharge(obligations[n]) for n in units[u]}
+        if ahead.here():  # not in a helper: its sets go back with its findings
+            left = ahead.start({**waiting, **left_to_count()})
+            waiting.clear()
+            waiting.update(left)
+        return out
 
     def left_to_count() -> dict[int, SetQuery]:
         return {positions[o]: q for o, q in set_queries().items()}
 
     soon = estimated_work(obligations, range(len(obligations))) >= FORK_AT_ONCE
     try:
-        found, deferred = _spread(len(units), decide, jobs, 0 if soon else FORK_AFTER_S, left_to_count)
+        found, deferred = _spread(len(units), decide, jobs, 0 if soon else FORK_AFTER_S, left_to_count, ahead)
         for u in range(len(units)):  # what no helper reported is decided here
             for n in units[u]:
                 if n not in found:
                     found[n] = discharge(obligations[n])
+        deferred.update(waiting)
         deferred.update(left_to_count())
         order = sorted(deferred)
-        counted, _none = _spread(len(order), lambda i: {i: violating_set(deferred[order[i]])}, jobs, 0, dict)
+        counted, _none = _spread(len(order), lambda i: {i: violating_set(deferred[order[i]])}, jobs, 0, dict, ahead)
+        early = ahead.collect()
     except Exception:  # noqa: BLE001 - decided again in one process, which raises it as -j1 does
         return None
+    finally:
+        ahead.stop()
     for i, n in enumerate(order):
         found[n].violation_set = counted[i] if i in counted else violating_set(deferred[n])
+    for n, query in ahead.started.items():
+        found[n].violation_set = early[n] if n in early else violating_set(query)
     return [found[n] for n in range(len(obligations))]
+
+
+class _SetsAhead:
+    """Violation sets counted by helpers forked as soon as this process leaves them, while it
+    goes on deciding obligations, wherever a core is free: no helper forked to decide
+    obligations yet, or those forked have ended (the units were handed out). Why: a small
+    kernel's obligations are decided here alone (helpers are forked late, if at all:
+    FORK_AFTER_S), and its sets were counted after all of them (gemm_lds_mfma_transposed: its
+    one set, 90 ms, after 140 ms of obligations); where a helper took the last units early, a
+    core idled while this process finished its own. A helper that dies costs only time (the set
+    is counted here), one that raises is reported as such."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self._home = os.getpid()
+        self.started: dict[int, SetQuery] = {}  # obligation position -> its set query, given to a helper
+        self._helpers: list[tuple[int, int]] = []  # (pid, pipe)
+        self.deciding: list[tuple[int, int]] = []  # `_spread`'s helpers deciding obligations now
+        self._ended: set[int] = set()  # pids reaped here (their pipes keep their results)
+        self._collected = False
+
+    def here(self) -> bool:
+        return os.getpid() == self._home
+
+    def watch(self, deciding: list[tuple[int, int]]) -> None:
+        """`_spread`'s helpers deciding obligations (a pid reaped before is another process now)."""
+        self.deciding = deciding
+        self._ended.difference_update(pid for pid, _fd in deciding)
+
+    def ended(self, pid: int) -> bool:
+        """Whether the helper has ended (and is reaped here: nobody may signal that pid again)."""
+        if pid not in self._ended:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] != pid:
+                    return False
+            except ChildProcessError:
+                pass
+            self._ended.add(pid)
+        return True
+
+    def running(self) -> int:
+        """The helpers counting sets that have not ended."""
+        return sum(not self.ended(pid) for pid, _fd in self._helpers)
+
+    def start(self, queries: dict[int, SetQuery]) -> dict[int, SetQuery]:
+        """A helper for each query while a core is free (this process keeps one); those left."""
+        left: dict[int, SetQuery] = {}
+        for n, query in sorted(queries.items()):
+            busy = self.running() + sum(not self.ended(pid) for pid, _fd in self.deciding)
+            if busy + 1 >= self.jobs or not can_fork() or not self._fork(n, query):
+                left[n] = query
+        return left
+
+    def _fork(self, n: int, query: SetQuery) -> bool:
+        queue = _TaskQueue.of(1)
+        if queue is None:
+            return False
+        try:
+            made = _fork_helper(queue, lambda _i: {n: violating_set(query)}, dict, self._helpers)
+        finally:
+            queue.close()
+        if made:
+            self.started[n] = query
+            self._ended.discard(self._helpers[-1][0])
+        return made
+
+    def collect(self) -> dict[int, dict | None]:
+        """The helpers' counts, by obligation position (a dead helper's are missing)."""
+        got: dict[int, dict | None] = {}
+        for _pid, fd in self._helpers:
+            got.update(_collect(fd)[0])
+        self._collected = True
+        return got
+
+    def stop(self) -> None:
+        """Every helper reaped; killed first unless all were collected (an error or a signal here)."""
+        helpers, self._helpers = self._helpers, []
+        for pid, fd in helpers:
+            _reap(pid, fd, kill=not self._collected and pid not in self._ended)
 
 
 class HelperRaised(Exception):
@@ -158,11 +250,12 @@ class HelperRaised(Exception):
 
 
 def _spread(tasks: int, run: Callable[[int], dict], jobs: int, fork_after_s: float,
-            extra: Callable[[], dict]) -> tuple[dict, dict]:
+            extra: Callable[[], dict], ahead: _SetsAhead | None = None) -> tuple[dict, dict]:
     """The results of tasks 0..tasks-1 (`run(i)`: a dict of results), run here and by up to
     `jobs - 1` helpers forked once this process has worked `fork_after_s` with tasks left, each
-    taking the next task number from a pipe; and what `extra()` gave in each helper after its
-    last task. A task a dead helper took is missing from the results."""
+    taking the next task number from a pipe (fewer while `ahead`'s helpers count sets); and what
+    `extra()` gave in each helper after its last task. A task a dead helper took is missing
+    from the results."""
     queue = _TaskQueue.of(tasks) if jobs > 1 and tasks > 1 and can_fork() else None
     if queue is None:
         results: dict = {}
@@ -178,9 +271,12 @@ def _spread(tasks: int, run: Callable[[int], dict], jobs: int, fork_after_s: flo
         with sigterm_unwinds():
             while True:
                 if not helpers and tasks - taken > 1 and time.perf_counter() >= fork_at:
-                    for _ in range(min(jobs, tasks - taken) - 1):
+                    busy = ahead.running() if ahead is not None else 0
+                    for _ in range(min(jobs - busy, tasks - taken) - 1):
                         if not _fork_helper(queue, run, extra, helpers):
                             break  # no more processes: the work stays here
+                    if ahead is not None:
+                        ahead.watch(helpers)
                 i = queue.take()
                 if i is None:
                     break
@@ -196,9 +292,11 @@ def _spread(tasks: int, run: Callable[[int], dict], jobs: int, fork_after_s: flo
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # a second Ctrl-C waits
         try:
             for pid, fd in helpers:
-                _reap(pid, fd, kill=not done)
+                _reap(pid, fd, kill=not done and not (ahead is not None and ahead.ended(pid)))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if ahead is not None:
+            ahead.deciding = []
     return results, extras
 
 

@@ -19,8 +19,8 @@ from . import budgets, parallel, proof_memo
 from .access_queries import BANKS, AccessQueries
 from .barrier_queries import PATH_RELATIONS, BarrierQueries, path_message
 from .budgets import SMALL_MODEL_RLIMIT
-from .canonical_model import (canonical_model, canonical_text, free_constants, model_of_values, model_values,
-                              renamed_text)
+from .canonical_model import (CanonicalForm, canonical_form, canonical_model, free_constants, model_of_values,
+                              model_values, renamed_constants, renamed_text)
 from .chains import Alt, Expander, Step, eval_map
 from .deferred import has_deferred, relaxed, strict
 from .derived_ids import check_derived_ids
@@ -151,6 +151,7 @@ class KernelSolver:
         # obligation -> its queries as `_posed` built them for a family, with the bit
         # decompositions and names after them: `discharge` goes on from there (`_built_queries`)
         self._built: dict[tuple, tuple[list[Query], tuple, int]] = {}
+        self._last_form: tuple[tuple[int, ...], list[z3.BoolRef], CanonicalForm] | None = None  # `_canonical_form`
 
     # ----------------------------------------------------------- findings
     def findings(self) -> list[Finding]:
@@ -279,6 +280,12 @@ class KernelSolver:
             raise _wrong_operands(inv, relation, lhs, rhs, self.view.span(site))
 
     def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
+        try:
+            return self._discharge(site, inv, relation, lhs, rhs)
+        finally:
+            self._last_form = None  # its terms freed with the obligation's (see `_canonical_form`)
+
+    def _discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
         started = time.perf_counter()
         if relation not in KNOWN_RELATIONS:
             why = f"unknown obligation relation '{relation}' (known: {', '.join(sorted(KNOWN_RELATIONS))})"
@@ -333,8 +340,7 @@ class KernelSolver:
             if q.hint and result != z3.sat:
                 continue  # a stronger query, asked for its counterexample: the next one decides
             if result == z3.unknown:  # the budgeted attempts did not decide: the full solver
-                solver = self.enc.solver_holding(prepared, self.timeout_ms)
-                result = solver.check()
+                result, solver, model = self._full_check(prepared, formulas, key)
             if result == z3.unsat:
                 proof_memo.MEMO.remember(key)
                 self._decided[same] = (formulas, z3.unsat)
@@ -657,6 +663,35 @@ class KernelSolver:
             out.setdefault(name, set()).add((*(ev(a) for a in args), ev(app)))
         return {name: [list(e) for e in sorted(entries)] for name, entries in sorted(out.items())}
 
+    def _full_check(self, prepared: list[z3.BoolRef], formulas: list[z3.BoolRef], key: bytes | None
+                    ) -> tuple[z3.CheckSatResult, z3.Solver | None, z3.ModelRef | None]:
+        """The full solver's verdict on a prepared query the budgeted attempts left open, asked of
+        its canonical text in a fresh context (canonical_model.py): with its solver (for the
+        reason of an unknown) or, when satisfiable, its canonical model. Why: the time of these
+        longest solves depended on which terms the kernel's context had made before (a swizzled
+        GEMM mutant's K-coverage proof: 0.7 s or 1.4 s as unrelated code kept a few terms
+        alive longer), so a query near the timeout could be proved in one history and not in
+        another (the proof memo skips earlier queries); from its text it takes what it takes.
+        Over the mutation benchmark's 53 such queries: 5.9 s in the kernel's context, 6.0 s so
+        (reading the text back is the difference). A text Z3 cannot read back, or a satisfiable
+        query without a canonical model, is solved in the kernel's context as before."""
+        _constants, text = self._canonical_form(prepared)
+        ctx = z3.Context()
+        fresh = z3.Tactic("default", ctx).solver()  # as the attempts' solvers (Encoder.attempt_solver)
+        for name, value in (("timeout", self.timeout_ms), ("random_seed", 0), ("arith.enable_hnf", True)):
+            fresh.set(name, value)
+        try:
+            fresh.from_string(text)
+        except z3.Z3Exception:
+            fresh = None
+        if fresh is not None:
+            result = fresh.check()
+            model = self._canonical_model(prepared, formulas, key) if result == z3.sat else None
+            if result != z3.sat or model is not None:
+                return result, fresh, model
+        solver = self.enc.solver_holding(prepared, self.timeout_ms)
+        return solver.check(), solver, None
+
     def _small_model(self, solver: z3.Solver, prepared: list[z3.BoolRef], formulas: list[z3.BoolRef],
                      key: bytes | None) -> z3.ModelRef:
         """The counterexample's model of the `prepared` query `solver` holds, a function of the
@@ -675,8 +710,8 @@ class KernelSolver:
         """`_small_model`'s canonical model, remembered; None when the copy has none within the
         timeout (or is UNSAT: a query taken to be satisfiable, `Query.certain`, then goes the
         usual way)."""
-        model = canonical_model(prepared, free_constants(prepared), list(self.enc.sizes.values()), self.timeout_ms,
-                                self._smallest, self.enc.ctx)
+        model = canonical_model(prepared, self._canonical_form(prepared), list(self.enc.sizes.values()),
+                                self.timeout_ms, self._smallest, self.enc.ctx)
         if model is not None and key is not None:
             constants = free_constants(formulas)
             values = model_values(model, constants)
@@ -891,11 +926,21 @@ class KernelSolver:
             if reads and relation != "in_bounds":
                 size = self.enc.nodes[self.view.buffers[reads[0].buffer][1]].value
                 variables.append(("value", q.site.env["slot"], size))
-        prepared = self.enc.prepare(self.formulas(q))
-        constants = free_constants(prepared)
-        text, renamed = canonical_text(prepared, constants, self.enc.ctx)
+        constants, text = self._canonical_form(self.enc.prepare(self.formulas(q)))
+        renamed = renamed_constants(constants)
         return SetQuery(text, tuple((name, renamed_text(term, constants, renamed), size)
                                     for name, term, size in variables), self.timeout_ms)
+
+    def _canonical_form(self, prepared: list[z3.BoolRef]) -> CanonicalForm:
+        """The prepared query's canonical form, the last one made again only for other formulas
+        (by AST ids, the formulas kept alive with it until the obligation is decided): a
+        violation's full solve, counterexample and set query ask for the same one in turn
+        (prepared again, the normaliser's memo gives the same terms)."""
+        identity = tuple(f.get_id() for f in prepared)
+        last = self._last_form
+        if last is None or last[0] != identity:
+            last = self._last_form = (identity, prepared, canonical_form(prepared, self.enc.ctx))
+        return last[2]
 
     def take_set_queries(self) -> dict[tuple, SetQuery]:
         """The set queries `discharge` left for later (`defer_sets`), by obligation, forgotten here."""

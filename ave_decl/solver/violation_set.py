@@ -18,15 +18,13 @@ can be counted by any process (solver/parallel.py).
 """
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
 
 import z3
 
 from .budgets import ENUM_CALL_RLIMIT, ENUM_MAX_POINTS, ENUM_TOTAL_RLIMIT, rlimit_count, stopped_by_wall_clock
-from .raw_terms import _app_decl, uninterpreted_applications
+from .raw_terms import int_binary, numeral
 
 
 @dataclass(frozen=True)
@@ -83,26 +81,24 @@ def violating_set(query: SetQuery) -> dict | None:
     solver.set("timeout", query.timeout_ms)
     try:
         solver.from_string(query.text)
-        symbols = _symbols(solver.assertions())
-        variables = [Var(name, z3.parse_smt2_string(f"(assert (= {term} 0))", decls=symbols, ctx=ctx)[0].arg(0), size)
-                     for name, term, size in query.variables]
+        terms = z3.parse_smt2_string(_declarations(query.text) + "".join(
+            f"(assert (= {term} 0))" for _name, term, _size in query.variables), ctx=ctx)
     except z3.Z3Exception:  # a term Z3 prints but cannot read back
         return None
+    variables = [Var(name, terms[i].arg(0), size) for i, (name, _term, size) in enumerate(query.variables)]
     found = enumerate_points(solver, variables)
     if found.wall_clock or not found.points:
         return None
     return describe(found.points, variables, found.complete)
 
 
-def _symbols(assertions: z3.AstVector) -> dict[str, z3.FuncDeclRef]:
-    """The uninterpreted constants and functions of the assertions, by name."""
-    ctx = assertions.ctx
-    c = ctx.ref()
-    out: dict[str, z3.FuncDeclRef] = {}
-    for a in uninterpreted_applications(list(assertions)):
-        decl = z3.FuncDeclRef(_app_decl(c, a), ctx)
-        out.setdefault(decl.name(), decl)
-    return out
+def _declarations(text: str) -> str:
+    """The declarations of a solver's SMT-LIB text (Z3 prints them before the assertions): read
+    again with the variables' terms, they name the query's constants and functions (the same
+    declarations in one context). Why not walk the read assertions for their symbols: 7 ms of
+    each of production attention's PV-layout sets."""
+    end = text.find("(assert")
+    return text if end < 0 else text[:end]
 
 
 def enumerate_points(solver: z3.Solver, variables: list[Var], total_rlimit: int = ENUM_TOTAL_RLIMIT,
@@ -177,8 +173,9 @@ def _points_in(box: tuple[tuple[int, int], ...]) -> int:
 
 class _Bounds:
     """A box as assumptions: each variable's value, or the bounds its range does not give. The
-    terms are made once per variable and value (z3py's operators and their coercions were a
-    seventh of an enumeration's profile: a point's value is asked again in every box around it)."""
+    terms are made once per variable and value, through the C API (z3py's operators and their
+    coercions were a seventh of an enumeration's profile: a point's value is asked again in
+    every box around it)."""
 
     def __init__(self, variables: list[Var]):
         self._variables = variables
@@ -188,18 +185,19 @@ class _Bounds:
         out: list[z3.BoolRef] = []
         for n, (v, (lo, hi)) in enumerate(zip(self._variables, box)):
             if hi - lo == 1:
-                out.append(self._term(n, operator.eq, lo))
+                out.append(self._term(n, "eq", lo))
                 continue
             if lo > 0:
-                out.append(self._term(n, operator.ge, lo))
+                out.append(self._term(n, "ge", lo))
             if hi < v.size:
-                out.append(self._term(n, operator.lt, hi))
+                out.append(self._term(n, "lt", hi))
         return out
 
-    def _term(self, n: int, op: Callable[[z3.ArithRef, int], z3.BoolRef], value: int) -> z3.BoolRef:
+    def _term(self, n: int, op: str, value: int) -> z3.BoolRef:
         made = self._made.get((n, op, value))
-        if made is None:
-            made = self._made[(n, op, value)] = op(self._variables[n].term, value)
+        if made is None:  # what z3py's operator makes, without its coercions (raw_terms.py)
+            term = self._variables[n].term
+            made = self._made[(n, op, value)] = int_binary(op, term, numeral(value, term.ctx))
         return made
 
 
