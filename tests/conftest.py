@@ -79,6 +79,39 @@ def {name}(A: Tensor[f32, (N,)], C: Tensor[f32, (N,)]):
 """ + body
 
 
+def checked_with_attempts(name: str, monkeypatch):
+    """A check of the example (no violation sets): its KernelSolver, its findings and the prepared
+    formulas of every budgeted proof attempt it made (`Encoder.quick_check`), in order."""
+    from ave_decl.datalog.clingo_engine import ClingoEngine
+    from ave_decl.datalog.ruleset import load_rules, rule_metadata
+    from ave_decl.facts.kernel_facts import merge
+    from ave_decl.facts.lower import lower_module
+    from ave_decl.facts.view import KernelView
+    from ave_decl.lang.parser import parse_source
+    from ave_decl.lang.source import SourceFile
+    from ave_decl.pipeline import split_by_kernel
+    from ave_decl.solver import smt
+    from ave_decl.solver.solve import KernelSolver
+
+    src = SourceFile.read(EXAMPLES / name)
+    (kf,) = lower_module(parse_source(src), src)
+    prog = load_rules()
+    derived = split_by_kernel(ClingoEngine(prog).run(merge([kf])))
+    seen: list = []
+    real = smt.Encoder.quick_check
+
+    def recording(self, prepared, *args, **kw):
+        seen.append(list(prepared))
+        return real(self, prepared, *args, **kw)
+
+    monkeypatch.setattr(smt.Encoder, "quick_check", recording)
+    solver = KernelSolver(KernelView.of(kf), derived.get(kf.kid, {}), rule_metadata(prog), 10.0,
+                          violation_sets=False)
+    findings = solver.findings()
+    monkeypatch.setattr(smt.Encoder, "quick_check", real)
+    return solver, findings, seen
+
+
 def pytest_report_header(config):
     from ave_decl.datalog.souffle_engine import find_souffle
 

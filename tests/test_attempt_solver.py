@@ -10,39 +10,16 @@ solver/canonical_model.py)."""
 from __future__ import annotations
 
 import z3
-from conftest import EXAMPLES
+from conftest import checked_with_attempts
 
-from ave_decl.datalog.clingo_engine import ClingoEngine
-from ave_decl.datalog.ruleset import load_rules, rule_metadata
-from ave_decl.facts.kernel_facts import merge
-from ave_decl.facts.lower import lower_module
-from ave_decl.facts.view import KernelView
-from ave_decl.lang.parser import parse_source
-from ave_decl.lang.source import SourceFile
-from ave_decl.pipeline import split_by_kernel
 from ave_decl.solver import smt
-from ave_decl.solver.solve import KernelSolver
 
 TIMEOUT_MS, RLIMIT = 10_000, 300_000
 
 
 def _queries(name: str, monkeypatch) -> tuple[smt.Encoder, list[list[z3.BoolRef]]]:
     """The prepared formulas of every budgeted attempt of a check of the example, and its encoder."""
-    src = SourceFile.read(EXAMPLES / name)
-    (kf,) = lower_module(parse_source(src), src)
-    prog = load_rules()
-    derived = split_by_kernel(ClingoEngine(prog).run(merge([kf])))
-    seen: list[list[z3.BoolRef]] = []
-    real = smt.Encoder.quick_check
-
-    def recording(self, prepared, *args, **kw):
-        seen.append(list(prepared))
-        return real(self, prepared, *args, **kw)
-
-    monkeypatch.setattr(smt.Encoder, "quick_check", recording)
-    solver = KernelSolver(KernelView.of(kf), derived.get(kf.kid, {}), rule_metadata(prog), 10.0,
-                          violation_sets=False)
-    solver.findings()
+    solver, _findings, seen = checked_with_attempts(name, monkeypatch)
     return solver.enc, seen
 
 

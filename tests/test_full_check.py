@@ -9,16 +9,8 @@ from dataclasses import asdict
 
 import pytest
 import z3
-from conftest import EXAMPLES
+from conftest import checked_with_attempts
 
-from ave_decl.datalog.clingo_engine import ClingoEngine
-from ave_decl.datalog.ruleset import load_rules, rule_metadata
-from ave_decl.facts.kernel_facts import merge
-from ave_decl.facts.lower import lower_module
-from ave_decl.facts.view import KernelView
-from ave_decl.lang.parser import parse_source
-from ave_decl.lang.source import SourceFile
-from ave_decl.pipeline import split_by_kernel
 from ave_decl.report.model import Finding
 from ave_decl.solver import proof_memo, smt, solve
 from ave_decl.solver.canonical_model import CanonicalForm
@@ -36,14 +28,6 @@ def no_remembered_proofs():
     proof_memo.MEMO.clear()
 
 
-def _solver(name: str) -> KernelSolver:
-    src = SourceFile.read(EXAMPLES / name)
-    (kf,) = lower_module(parse_source(src), src)
-    prog = load_rules()
-    derived = split_by_kernel(ClingoEngine(prog).run(merge([kf])))
-    return KernelSolver(KernelView.of(kf), derived.get(kf.kid, {}), rule_metadata(prog), 10.0, violation_sets=False)
-
-
 def _finding(f: Finding) -> dict:
     """A finding as its JSON gives it, without the time it took."""
     out = asdict(f)
@@ -52,17 +36,7 @@ def _finding(f: Finding) -> dict:
 
 
 def _prepared_queries(monkeypatch) -> tuple[KernelSolver, list[list[z3.BoolRef]]]:
-    seen: list[list[z3.BoolRef]] = []
-    real = smt.Encoder.quick_check
-
-    def recording(self, prepared, *args, **kw):
-        seen.append(list(prepared))
-        return real(self, prepared, *args, **kw)
-
-    monkeypatch.setattr(smt.Encoder, "quick_check", recording)
-    solver = _solver(TRANSPOSED)
-    solver.findings()
-    monkeypatch.setattr(smt.Encoder, "quick_check", real)
+    solver, _findings, seen = checked_with_attempts(TRANSPOSED, monkeypatch)
     return solver, seen
 
 
@@ -92,7 +66,7 @@ def test_a_text_z3_cannot_read_back_is_decided_in_the_kernels_context(monkeypatc
 
 
 def test_findings_are_the_same_when_every_query_goes_to_the_full_check(monkeypatch):
-    usual = [_finding(f) for f in _solver(TRANSPOSED).findings()]
+    usual = [_finding(f) for f in checked_with_attempts(TRANSPOSED, monkeypatch)[1]]
     proof_memo.MEMO.clear()
     full: list[int] = []
     real = KernelSolver._full_check
@@ -104,5 +78,6 @@ def test_findings_are_the_same_when_every_query_goes_to_the_full_check(monkeypat
     # the attempts decide nothing: every posed query is the full check's (the verdicts are Z3's)
     monkeypatch.setattr(smt.Encoder, "quick_check", lambda self, prepared, *a, **k: (z3.unknown, None))
     monkeypatch.setattr(KernelSolver, "_full_check", counted)
-    assert [_finding(f) for f in _solver(TRANSPOSED).findings()] == usual
+    _solver, findings, _attempts = checked_with_attempts(TRANSPOSED, monkeypatch)
+    assert [_finding(f) for f in findings] == usual
     assert len(full) >= 5
