@@ -27,6 +27,7 @@ import gc
 import math
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
@@ -169,7 +170,7 @@ def discharge_all(obligations: Sequence[tuple], discharge: Discharge, jobs: int,
 class _SetsAhead:
     """Violation sets counted by helpers forked as soon as this process leaves them, while it
     goes on deciding obligations, wherever a core is free: no helper forked to decide
-    obligations yet, or those forked have ended (the units were handed out). Why: a small
+    obligations yet, or those forked have handed in their results (no units were left). Why: a small
     kernel's obligations are decided here alone (helpers are forked late, if at all:
     FORK_AFTER_S), and its sets were counted after all of them (gemm_lds_mfma_transposed: its
     one set, 90 ms, after 140 ms of obligations); where a helper took the last units early, a
@@ -182,37 +183,38 @@ class _SetsAhead:
         self.started: dict[int, SetQuery] = {}  # obligation position -> its set query, given to a helper
         self._helpers: list[tuple[int, int]] = []  # (pid, pipe)
         self.deciding: list[tuple[int, int]] = []  # `_spread`'s helpers deciding obligations now
-        self._ended: set[int] = set()  # pids reaped here (their pipes keep their results)
+        self._ended: set[tuple[int, int]] = set()  # helpers (pid, pipe) reaped here; their pipes keep their results
         self._collected = False
 
     def here(self) -> bool:
         return os.getpid() == self._home
 
     def watch(self, deciding: list[tuple[int, int]]) -> None:
-        """`_spread`'s helpers deciding obligations (a pid reaped before is another process now)."""
+        """`_spread`'s helpers deciding obligations (none: they were reaped, and their pids and
+        pipes may be another's now)."""
+        self._ended.difference_update(self.deciding)
         self.deciding = deciding
-        self._ended.difference_update(pid for pid, _fd in deciding)
 
-    def ended(self, pid: int) -> bool:
-        """Whether the helper has ended (and is reaped here: nobody may signal that pid again)."""
-        if pid not in self._ended:
+    def ended(self, helper: tuple[int, int]) -> bool:
+        """Whether the helper (pid, pipe) has ended, reaped here: nobody may signal its pid again."""
+        if helper not in self._ended:
             try:
-                if os.waitpid(pid, os.WNOHANG)[0] != pid:
+                if os.waitpid(helper[0], os.WNOHANG)[0] != helper[0]:
                     return False
             except ChildProcessError:
                 pass
-            self._ended.add(pid)
+            self._ended.add(helper)
         return True
 
     def running(self) -> int:
         """The helpers counting sets that have not ended."""
-        return sum(not self.ended(pid) for pid, _fd in self._helpers)
+        return sum(not self.ended(h) for h in self._helpers)
 
     def start(self, queries: dict[int, SetQuery]) -> dict[int, SetQuery]:
         """A helper for each query while a core is free (this process keeps one); those left."""
         left: dict[int, SetQuery] = {}
         for n, query in sorted(queries.items()):
-            busy = self.running() + sum(not self.ended(pid) for pid, _fd in self.deciding)
+            busy = self.running() + sum(not self.ended(h) and not _handed_in(h[1]) for h in self.deciding)
             if busy + 1 >= self.jobs or not can_fork() or not self._fork(n, query):
                 left[n] = query
         return left
@@ -227,7 +229,6 @@ class _SetsAhead:
             queue.close()
         if made:
             self.started[n] = query
-            self._ended.discard(self._helpers[-1][0])
         return made
 
     def collect(self) -> dict[int, dict | None]:
@@ -239,10 +240,22 @@ class _SetsAhead:
         return got
 
     def stop(self) -> None:
-        """Every helper reaped; killed first unless all were collected (an error or a signal here)."""
-        helpers, self._helpers = self._helpers, []
-        for pid, fd in helpers:
-            _reap(pid, fd, kill=not self._collected and pid not in self._ended)
+        """Every helper reaped; killed first unless all were collected (an error or a signal
+        here). A second Ctrl-C waits until they are (as in `_spread`)."""
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for helper in self._helpers:
+                _reap(*helper, kill=not self._collected and helper not in self._ended)
+            self._helpers = []
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _handed_in(fd: int) -> bool:
+    """Whether a helper deciding obligations has begun to send its results (or died): it has no
+    units left, and only waits for this process to read them (`_collect`, after its own units),
+    so its core is free."""
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 class HelperRaised(Exception):
@@ -292,11 +305,11 @@ def _spread(tasks: int, run: Callable[[int], dict], jobs: int, fork_after_s: flo
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # a second Ctrl-C waits
         try:
             for pid, fd in helpers:
-                _reap(pid, fd, kill=not done and not (ahead is not None and ahead.ended(pid)))
+                _reap(pid, fd, kill=not done and not (ahead is not None and ahead.ended((pid, fd))))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         if ahead is not None:
-            ahead.deciding = []
+            ahead.watch([])
     return results, extras
 
 

@@ -690,7 +690,8 @@ class KernelSolver:
             if result != z3.sat or model is not None:
                 return result, fresh, model
         solver = self.enc.solver_holding(prepared, self.timeout_ms)
-        return solver.check(), solver, None
+        result = solver.check()  # the canonical copy gave no model (or none can be read): `_small_model`'s fallback
+        return result, solver, self._smallest(solver, list(self.enc.sizes.values())) if result == z3.sat else None
 
     def _small_model(self, solver: z3.Solver, prepared: list[z3.BoolRef], formulas: list[z3.BoolRef],
                      key: bytes | None) -> z3.ModelRef:
