@@ -53,7 +53,8 @@ def canonical_form(assertions: list[z3.BoolRef], home: z3.Context) -> CanonicalF
 def renamed_constants(constants: list[z3.ExprRef], ctx: z3.Context | None = None) -> list[z3.ExprRef]:
     """The i-th constant as `ave!v<i>` (of `ctx`, else of the constants' context); no index
     tensor is named so."""
-    return [z3.Const(f"ave!v{i}", c.sort() if ctx is None else c.sort().translate(ctx)) for i, c in enumerate(constants)]
+    return [z3.Const(f"ave!v{i}", c.sort() if ctx is None else c.sort().translate(ctx))
+            for i, c in enumerate(constants)]
 
 
 def canonical_text(assertions: list[z3.BoolRef], constants: list[z3.ExprRef], home: z3.Context) -> str:

@@ -7,7 +7,8 @@ shared (families, slices) form one work unit, any other obligation a unit of its
 heaviest first to whichever process asks next (a shared counter), and every finding lands in its
 obligation's place, so the report is the same whatever process decided what: names restart per
 obligation, counterexamples are canonical models (canonical_model.py) and budgets count solver
-units, not time. Violation sets are counted last, from their queries' text (violation_set.py),
+units, not time. Violation sets are counted from their queries' text (violation_set.py): by a
+helper forked as soon as this process finds one while a core is free (`_SetsAhead`), else last,
 spread over the processes the same way.
 
 A helper that dies or sends what cannot be read only costs time: this process decides the units
@@ -170,8 +171,8 @@ def discharge_all(obligations: Sequence[tuple], discharge: Discharge, jobs: int,
 class _SetsAhead:
     """Violation sets counted by helpers forked as soon as this process leaves them, while it
     goes on deciding obligations, wherever a core is free: no helper forked to decide
-    obligations yet, or those forked have handed in their results (no units were left). Why: a small
-    kernel's obligations are decided here alone (helpers are forked late, if at all:
+    obligations yet, or those forked have handed in their results (no units were left). Why: a
+    small kernel's obligations are decided here alone (helpers are forked late, if at all:
     FORK_AFTER_S), and its sets were counted after all of them (gemm_lds_mfma_transposed: its
     one set, 90 ms, after 140 ms of obligations); where a helper took the last units early, a
     core idled while this process finished its own. A helper that dies costs only time (the set
