@@ -32,6 +32,9 @@ _stats_key = _unchecked(z3.Z3_stats_get_key)  # bytes from the raw call, str fro
 _stats_uint = _unchecked(z3.Z3_stats_get_uint_value)
 
 
+_RLIMIT_AT = [0]  # `rlimit_count`'s last index of the key
+
+
 def rlimit_count(solver: z3.Solver) -> int:
     """Resource units this solver has spent so far (cumulative over its checks). One pass over
     the statistics (`keys()` then `get_key_value` made two, ~90 C calls each, per enumeration
@@ -50,8 +53,6 @@ def rlimit_count(solver: z3.Solver) -> int:
             return int(_stats_uint(ctx, handle, i))
     return 0
 
-
-_RLIMIT_AT = [0]  # `rlimit_count`'s last index of the key
 
 
 def stopped_by_wall_clock(solver: z3.Solver, used: int, limit: int) -> bool:

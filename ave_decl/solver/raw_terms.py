@@ -144,8 +144,7 @@ def int_sum(parts: list[z3.ArithRef]) -> z3.ArithRef:
 def uninterpreted_applications(formulas: list[z3.ExprRef]) -> Iterator[z3.Ast]:
     """The applications of uninterpreted constants and functions in the formulas (raw terms),
     each once, in depth-first first-occurrence order. Walked through the unchecked C getters: a
-    z3py wrapper per node cost more than the solves these walks serve (canonical_model's free
-    constants, violation_set's symbols)."""
+    z3py wrapper per node cost more than the solve it serves (canonical_model's free constants)."""
     if not formulas:
         return
     c = formulas[0].ctx.ref()

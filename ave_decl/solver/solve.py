@@ -282,7 +282,8 @@ class KernelSolver:
     def discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
         try:
             return self._discharge(site, inv, relation, lhs, rhs)
-        finally:
+        finally:  # what was kept for this obligation alone
+            self._side_of = {}  # `_proved_with_kills`
             self._last_form = None  # its terms freed with the obligation's (see `_canonical_form`)
 
     def _discharge(self, site: int, inv: str, relation: str, lhs: int, rhs: int) -> Finding:
@@ -292,7 +293,6 @@ class KernelSolver:
             return self._finding(inv, site, Verdict.UNKNOWN, why, reason=why)
         self._validate(site, inv, relation, lhs, rhs)
         obligation = (site, inv, relation, lhs, rhs)
-        self._side_of = {}  # the last obligation's (`_proved_with_kills`)
         family = self._families.proved(obligation) if self._families is not None else None
         if family is not None:  # every posed query proved with its family's (solver/families.py)
             self._built.pop(obligation, None)

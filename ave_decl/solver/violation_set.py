@@ -179,7 +179,7 @@ class _Bounds:
 
     def __init__(self, variables: list[Var]):
         self._variables = variables
-        self._made: dict[tuple, z3.BoolRef] = {}
+        self._made: dict[tuple[int, str, int], z3.BoolRef] = {}
 
     def inside(self, box: tuple[tuple[int, int], ...]) -> list[z3.BoolRef]:
         out: list[z3.BoolRef] = []
