@@ -354,8 +354,9 @@ def test_a_conflicts_degree_counts_the_lanes_its_guard_lets_run():
 @pytest.mark.parametrize("name", ["gemm_mfma16", "gemm_lds_mfma_transposed"])
 def test_a_certain_conflict_gets_the_counterexample_the_solver_path_gives(name, monkeypatch):
     """A conflict the enumeration found where every lane and iteration runs is satisfiable (when
-    the kernel's assumptions are): its canonical model is asked for at once, without the quick
-    attempt in the kernel's context whose SAT led to the same canonical model."""
+    the kernel's assumptions are): its model is made at its point (solver/point_model.py), else
+    its canonical model is asked for at once, without the quick attempt in the kernel's context
+    whose SAT led to the same canonical model; the report is the one that path gives."""
     import json
 
     from ave_decl import check
@@ -380,7 +381,7 @@ def test_a_certain_conflict_gets_the_counterexample_the_solver_path_gives(name, 
     def uncertain(self, aid):
         queries = bank_conflicts(self, aid)
         for q in queries:
-            q.certain = False
+            q.certain, q.point = False, None
         return queries
 
     monkeypatch.setattr(AccessQueries, "bank_conflicts", uncertain)

@@ -23,8 +23,8 @@ from ..hw.instructions import INSTRUCTIONS
 from .chains import Alt, Expander, Step, eval_map, row_of
 from .coverage import GuardedCoverage
 from .lane_split import lane_grid, loop_values, write_once_proved
-from .query import Query
-from .raw_terms import some_differ
+from .query import Point, Query
+from .raw_terms import _ast_id, _num_args, some_differ, uninterpreted_applications
 from .smt import Encoder, Instance
 
 BANKS, BANK_BYTES, PHASE_LANES = 32, 4, 32
@@ -438,6 +438,38 @@ class AccessQueries:
                 return {"t1": lanes[0], "t2": lanes[1], **{k: int(env[k][row, 0]) for k, _ in axes}}
         raise AssertionError("a conflicting phase without a conflicting bank")
 
+    def bank_frame(self, first: Instance) -> tuple[z3.BoolRef, ...]:
+        """A bank point's first frame: the kernel's assumptions and the first lane's block ranges."""
+        return tuple(self.enc.base_constraints() + first.constraints[:first.launch])
+
+    def _bank_point(self, first: Instance, second: Instance, witness: dict[str, int]) -> Point:
+        """The enumeration's witness as a Point: both lanes' thread ids, the loop values and the
+        register slot (the second lane's block and loops are the first's; a remainder the
+        witness names is no variable: the query's own constraint on it is checked), framed by
+        the kernel's assumptions and the first lane's block ranges, then by its loop ranges and
+        the guards that read no thread id or slot."""
+        dims = self.enc.block_dims()
+        pinned = [(inst.env[f"tid:{d}"], value) for inst, lane in ((first, witness["t1"]), (second, witness["t2"]))
+                  for d, value in enumerate(_thread_ids(lane, dims))]
+        pinned += [(first.env[k], v) for k, v in witness.items() if k.startswith("loop:") or k == "slot"]
+        starts = tuple((first.env[f"loop:{h}"], self.enc.int_term(self.view.loops[h].lo, first.env))
+                       for h in self.view.enclosing_loops(first.stmt) if f"loop:{h}" not in witness)
+        pinned = [(term, value) for term, value in pinned if z3.is_const(term) and not z3.is_int_value(term)]
+        frame = self.bank_frame(first)
+        lanes = {first.env[k].get_id() for k in first.env if k.startswith("tid:") or k == "slot"}
+        fixed = {term.get_id() for term, _value in pinned}
+        c = self.enc.ctx.ref()
+        uniform, on_pins = [], []
+        for inst in (first, second):
+            for g in inst.constraints[inst.ranges:]:
+                read = list(uninterpreted_applications([g]))
+                if inst is first and not any(_ast_id(c, a) in lanes or _num_args(c, a) for a in read):
+                    uniform.append(g)  # no thread, slot or data read
+                if all(_ast_id(c, a) in fixed for a in read):
+                    on_pins.append(g)
+        return Point(tuple(pinned), frame, starts, frame + tuple(first.constraints[first.launch:first.ranges] + uniform),
+                     tuple(on_pins))
+
     def bank_conflicts(self, aid: int) -> list[Query]:
         acc = self.view.accesses[aid]
         width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
@@ -454,18 +486,19 @@ class AccessQueries:
         w1 = self.enc.int_term(acc.addr, first.env) * width / BANK_BYTES
         w2 = self.enc.int_term(acc.addr, second.env) * width / BANK_BYTES
         cons = first.constraints + second.constraints + [t1 / phase == t2 / phase]
-        pinned = []
+        pinned, point = [], None
         if witness:
             pinned = [t1 == witness["t1"], t2 == witness["t2"]] + [
                 first.env[k] == v for k, v in witness.items() if k.startswith("loop:") or k == "slot"] + [
                 self.enc.int_term(int(k.split(":", 1)[1]), first.env) == v for k, v in witness.items()
                 if k.startswith("residue:")]
+            point = self._bank_point(first, second, witness)
         violated = z3.And(w1 != w2, w1 % BANKS == w2 % BANKS)
 
         def query(extra: list, hint: bool = False, certain: bool = False) -> Query:
             return Query(cons + extra, violated, self._access_alt(aid, first, acc.kind),
                          self._access_alt(aid, second, acc.kind), first, first, second, {"word1": w1, "word2": w2},
-                         hint=hint, certain=certain)
+                         hint=hint, certain=certain, point=point if extra else None)
 
         if witness and (self.view.all_guards(acc.stmt) or any(k.startswith("residue:") for k in witness)):
             # the enumeration's conflict may never run (its stage or a guard): asked first,
@@ -473,6 +506,16 @@ class AccessQueries:
             # 25 -> 3 ms each), then the access whole, which decides unless the hint was SAT
             return [query(pinned, hint=True), query([])]
         return [query(pinned, certain=bool(witness))]
+
+
+def _thread_ids(linear: int, dims: list[int]) -> list[int]:
+    """A linear thread id as its per-dimension ids (the first dimension fastest, as
+    `Encoder.linear_thread` composes them)."""
+    out = []
+    for extent in dims:
+        out.append(linear % extent)
+        linear //= extent
+    return out
 
 
 def _first_conflicting_phase(words, phase: int) -> tuple[int, int] | None:

@@ -9,6 +9,24 @@ from .chains import Alt
 from .smt import Instance
 
 
+@dataclass(frozen=True)
+class Point:
+    """Where a query is expected to hold, as values of some of its variables (a bank conflict the
+    enumeration found: both lanes' thread ids, the loop values and register slot it names). The
+    others come from the canonical model of `frame` (the kernel's assumptions and the block ids'
+    ranges: one per kernel), each loop the point leaves free at its first value (`starts`: loop
+    variable and lower bound, outermost first); where that misses (a guard such as a prefetch's
+    `kt + 32 < K` wants larger sizes), from the canonical model of `nest` (the frame, the loop
+    ranges and the guards no thread or slot reads). `KernelSolver._point_model` keeps a model
+    only when it satisfies the whole query; a guard that reads only pinned variables (a wave
+    specialization's `tid // 64 < 4`) and fails there rules the point out before any frame."""
+    pinned: tuple[tuple[z3.ExprRef, int], ...]
+    frame: tuple[z3.BoolRef, ...]
+    starts: tuple[tuple[z3.ExprRef, z3.ArithRef], ...]
+    nest: tuple[z3.BoolRef, ...]
+    pinned_guards: tuple[z3.BoolRef, ...] = ()
+
+
 @dataclass
 class Query:
     constraints: list[z3.BoolRef]
@@ -29,6 +47,8 @@ class Query:
     # known to be satisfiable when the kernel's assumptions are (a bank conflict the enumeration
     # found where every lane and iteration runs, pinned): its canonical model is asked for at once
     certain: bool = False
+    # a concrete point the query is expected to hold at (see Point), tried before any solver
+    point: Point | None = None
 
     @classmethod
     def joined(cls, parts: tuple[list, ...], violated: z3.BoolRef, *rest, **kw) -> Query:

@@ -33,13 +33,17 @@ class Instance:
     stmt: int
     env: dict[str, z3.ExprRef] = field(default_factory=dict)  # tid:d, bid:d, loop:h, slot
     constraints: list[z3.BoolRef] = field(default_factory=list)
+    # the first `launch` constraints are the block ids' ranges, the first `ranges` the launch,
+    # loop and slot ranges (the rest: guards)
+    launch: int = 0
+    ranges: int = 0
 
     def var(self, name: str) -> z3.ExprRef:
         return self.env[name]
 
     def copy(self, label: str) -> "Instance":
         """The same execution under another label, to rebind some of its variables."""
-        return Instance(label, self.stmt, dict(self.env), list(self.constraints))
+        return Instance(label, self.stmt, dict(self.env), list(self.constraints), self.launch, self.ranges)
 
 
 class Encoder:
@@ -302,6 +306,15 @@ class Encoder:
         """Forget bit decompositions made since the snapshot (they are per obligation)."""
         self.side, self._bits = list(snapshot[0]), dict(snapshot[1])
 
+    def decompositions(self) -> list[tuple[z3.ArithRef, list[z3.BoolRef]]]:
+        """The bit decompositions `side` states, in the order they were made (a decomposed term
+        may read the bits of one made before): each term and its bits, least significant first."""
+        out = []
+        for definition in self.side:
+            term = definition.arg(0)
+            out.append((term, self._bits[term.get_id()]))
+        return out
+
     def bits_of(self, term: z3.ArithRef, width: int) -> list[z3.BoolRef]:
         """Boolean bits of a term known to lie in [0, 2^width): term == sum(bit_i * 2^i). A term
         decomposed before into fewer bits (XORed with a narrower partner then) gets its higher
@@ -404,6 +417,7 @@ class Encoder:
                 b = self.int_var(f"{tag}.bid{d}")
                 inst.env[f"bid:{d}"] = b
                 inst.constraints += [int_binary("ge", b, numeral(0, self.ctx)), compare("lt", b, self.int_term(grid, {}))]
+        inst.launch = len(inst.constraints)
         for d, extent in enumerate(self.block_dims()):
             if share_thread is not None:
                 inst.env[f"tid:{d}"] = share_thread.env[f"tid:{d}"]
@@ -433,6 +447,7 @@ class Encoder:
         if own is not None:
             inst.constraints += [int_binary("ge", inst.env["slot"], numeral(0, self.ctx)),
                                  int_binary("lt", inst.env["slot"], numeral(own, self.ctx))]
+        inst.ranges = len(inst.constraints)
         if with_guards:
             for cond, pol in self.view.all_guards(stmt):
                 c = self.bool_term(cond, inst.env)

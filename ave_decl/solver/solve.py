@@ -27,7 +27,8 @@ from .derived_ids import check_derived_ids
 from .drops_range import check_drops_ranks
 from .families import FamilyProofs, Posed
 from .hints import bounds_hint, fix_hint
-from .query import Query
+from .point_model import Values, frame_values, pinned_guards_hold, point_model
+from .query import Point, Query
 from .raw_terms import _ast_id, connective, some_differ
 from .slicing import SLICE_SAMPLE, Slice, Slicer, VariableSets, promising, query_slice, weaker_slices, worth_slicing
 from .smt import Encoder, Instance, as_bool
@@ -152,6 +153,7 @@ class KernelSolver:
         # decompositions and names after them: `discharge` goes on from there (`_built_queries`)
         self._built: dict[tuple, tuple[list[Query], tuple, int]] = {}
         self._last_form: tuple[tuple[int, ...], list[z3.BoolRef], CanonicalForm] | None = None  # `_canonical_form`
+        self._frames: dict[tuple[int, ...], tuple[tuple[z3.BoolRef, ...], Values | None]] = {}  # `_point_model`
 
     # ----------------------------------------------------------- findings
     def findings(self) -> list[Finding]:
@@ -182,6 +184,7 @@ class KernelSolver:
         try:
             decided = None
             if self.max_errors is None and self.jobs > 1:  # (max_errors stops in report order: one process)
+                self._frame_before_fork(ordered)
                 self.defer_sets = True
                 decided = parallel.discharge_all([tuple(o[1:]) for o in ordered], lambda o: self.discharge(*o),
                                                  self.jobs, self.take_set_queries)
@@ -198,6 +201,18 @@ class KernelSolver:
             self._built.clear()
         out.sort(key=_report_order)
         return out
+
+    def _frame_before_fork(self, ordered: list[tuple]) -> None:
+        """The kernel's point frame (`_point_model`), made before helpers are forked when the
+        kernel has bank obligations: its canonical model takes a fresh Z3 context, and the first
+        one a process makes after a fork copies the context's 16 MB page by page (~10 ms of page
+        faults in each process that finds a conflict). The frame reads only the launch, so the
+        first lane of any bank query gives it (names restart per obligation: the same terms)."""
+        aid = next((lhs for _k, _site, _inv, relation, lhs, _rhs in ordered if relation == "bank_conflicts"), None)
+        if aid is not None:
+            self.enc.restart_names()
+            self._frame_values(self.access.bank_frame(self.enc.new_instance(self.view.accesses[aid].stmt, "p1",
+                                                                            with_guards=False)))
 
     def _discharge_all(self, ordered: list[tuple], out: list[Finding]) -> None:
         # max_errors' errors: the structural ones, then each decided one
@@ -328,6 +343,8 @@ class KernelSolver:
                 self._decided[same] = (formulas, z3.unsat)
                 continue
             model = self._known_violation(key, formulas)  # before normalising: most are hits
+            if model is None and q.point is not None:  # a concrete point: its model, if it is one
+                model = self._point_model(q.point, formulas, key)
             if model is not None:
                 result, solver = z3.sat, None
             else:
@@ -713,12 +730,40 @@ class KernelSolver:
         usual way)."""
         model = canonical_model(prepared, self._canonical_form(prepared), list(self.enc.sizes.values()),
                                 self.timeout_ms, self._smallest, self.enc.ctx)
+        self._remember_violation(model, formulas, key)
+        return model
+
+    def _point_model(self, point: Point, formulas: list[z3.BoolRef], key: bytes | None) -> z3.ModelRef | None:
+        """The query's model at its concrete point (solver/point_model.py), remembered as a
+        canonical one is; None when the point does not satisfy it. Each frame's canonical model
+        is made once (a kernel's conflicts share the first frame, those of a loop nest the second)."""
+        if not pinned_guards_hold(point, self.enc.ctx):
+            return None
+        decompositions = self.enc.decompositions()
+        for frame, starts in ((point.frame, point.starts), (point.nest, ())):
+            values = self._frame_values(frame)
+            model = None if values is None else point_model(formulas, point, values, starts, decompositions,
+                                                            self.enc.ctx)
+            if model is not None:
+                self._remember_violation(model, formulas, key)
+                return model
+        return None
+
+    def _frame_values(self, frame: tuple[z3.BoolRef, ...]) -> Values | None:
+        identity = tuple(f.get_id() for f in frame)
+        made = self._frames.get(identity)
+        if made is None:  # the frame kept alive with its values: its AST ids stay its own
+            made = self._frames[identity] = (frame, frame_values(
+                frame, list(self.enc.sizes.values()), self.timeout_ms, self._smallest, self.enc.ctx))
+        return made[1]
+
+    def _remember_violation(self, model: z3.ModelRef | None, formulas: list[z3.BoolRef], key: bytes | None) -> None:
+        """A query's canonical (or point) model, for the next query with this key (proof_memo)."""
         if model is not None and key is not None:
             constants = free_constants(formulas)
             values = model_values(model, constants)
             if values is not None:
                 proof_memo.MEMO.remember_violation(key, self._size_positions(constants), values)
-        return model
 
     def _known_violation(self, key: bytes | None, formulas: list[z3.BoolRef]) -> z3.ModelRef | None:
         """The canonical model an earlier query with this key was given (an agent's candidates
