@@ -4,6 +4,8 @@ conflict). The model must satisfy every formula of the query, the findings must 
 solver's way gives, and a point that a guard rules out must go the solver's way."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import z3
 from conftest import EXAMPLES
@@ -23,15 +25,17 @@ def no_remembered_proofs():
     proof_memo.MEMO.clear()
 
 
-def _made_points(monkeypatch) -> list[tuple[list[z3.BoolRef], z3.ModelRef, tuple, list]]:
-    """Record every model `point_model` makes: (formulas, model, starts, decompositions)."""
+def _made_points(monkeypatch) -> list[tuple[list[z3.BoolRef], z3.ModelRef, bool, list]]:
+    """Record every model `point_model` makes: (formulas, model, whether the loop nest's frame
+    gave it, decompositions). The kernel frame's call passes the point's free loops as `starts`,
+    the nest's none."""
     made: list = []
     real = point_models.point_model
 
     def recording(formulas, point, frame, starts, decompositions, ctx):
         model = real(formulas, point, frame, starts, decompositions, ctx)
         if model is not None:
-            made.append((list(formulas), model, starts, decompositions))
+            made.append((list(formulas), model, bool(point.starts) and not starts, decompositions))
         return model
 
     monkeypatch.setattr(solve, "point_model", recording)
@@ -57,7 +61,7 @@ def test_points_give_models_of_their_queries_and_the_solvers_findings(name, how,
     for formulas, model, _starts, _decompositions in made:  # a model of the query itself
         assert all(z3.is_true(model.eval(f, model_completion=True)) for f in formulas)
     if how == "nest":
-        assert any(starts == () for _f, _m, starts, _d in made)
+        assert any(nest for _f, _m, nest, _d in made)
     if how == "bits":
         assert any(decompositions for _f, _m, _s, decompositions in made)
     proof_memo.MEMO.clear()
@@ -71,8 +75,10 @@ def test_a_point_is_at_the_first_block_and_iteration_of_the_loops_it_leaves_free
     """On the kernel frame, every loop the conflict does not name starts at its first value and
     the block is the first (the launch ranges' canonical model at the smallest sizes)."""
     path = EXAMPLES / "gemm_lds_mfma.ave"
-    _made_points(monkeypatch)
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")  # (two of its conflicts' queries are alike: a hit)
+    made = _made_points(monkeypatch)
     report = check(path.read_text(), path=str(path), violation_sets=False)
+    assert len(made) == 3
     conflicts = [f for k in report.kernels for f in k.findings
                  if f.invariant == "ave/bank-conflicts" and f.verdict.value == "VIOLATION"]
     assert len(conflicts) == 3
@@ -130,6 +136,58 @@ def test_the_kernel_frame_is_made_before_helpers_are_forked(monkeypatch):
     monkeypatch.setattr(solve, "frame_values", frame)
     monkeypatch.setattr(parallel, "discharge_all", spread)
     monkeypatch.setattr(parallel, "can_fork", lambda: False)
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")
+    made = _made_points(monkeypatch)
     two = check(path.read_text(), path=str(path), violation_sets=False, jobs=2)
-    assert events == ["frame", "fork"]
+    assert events == ["frame", "fork"] and len(made) == 3
     assert _bank(one) == _bank(two)
+
+
+def test_no_frame_is_made_before_the_fork_when_no_bank_access_conflicts(monkeypatch):
+    """A kernel whose bank accesses all enumerate conflict-free makes no frame (its canonical
+    model would cost a fresh context, and with contrived assumptions the whole timeout)."""
+    from ave_decl.solver import parallel
+
+    made: list[int] = []
+    real = solve.frame_values
+    monkeypatch.setattr(solve, "frame_values", lambda *args: made.append(1) or real(*args))
+    monkeypatch.setattr(parallel, "forks_at_once", lambda obligations: True)
+    monkeypatch.setattr(parallel, "can_fork", lambda: False)
+    conflict_free = _GUARDED.format(guard="t < 16").replace("S[t * 2]", "S[t + 1]")
+    report = check(conflict_free, path="guarded.ave", violation_sets=False, jobs=2)
+    verdicts = [f.verdict.value for k in report.kernels for f in k.findings if f.invariant == "ave/bank-conflicts"]
+    assert not made and verdicts == ["VERIFIED"] * len(verdicts) and len(verdicts) >= 3
+
+
+_INDEXED = """
+@kernel(grid=(M // 64,), block=64, wave=64)
+def indexed(A: Tensor[f32, (M,)], ids: Tensor[i32, (M,), permutation], C: Tensor[f32, (M,)], D: Tensor[f32, (M,)]):
+    assume(M % 64 == 0)
+    t = thread_id(0)
+    bm = block_id(0) * 64
+    r = ids[bm + t]
+    C[r] = A[r]
+    S = shared(f32, (128,))
+    S[t] = A[bm + t]
+    S[t + 64] = A[bm + t]
+    syncthreads()
+    D[bm + t] = S[t * 2]
+"""
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_point_model_reports_no_other_querys_index_tables(jobs, monkeypatch):
+    """A point model reads no index tensor, so its counterexample lists none, whatever query
+    this process prepared before it (with two jobs, another obligation's `ids` read once
+    leaked into the bank conflict's `index_tables`), memo on (cold and warm) or off."""
+    monkeypatch.setattr("ave_decl.solver.parallel.can_fork", lambda: False)
+    made = _made_points(monkeypatch)
+    reports = [check(_INDEXED, path="indexed.ave", violation_sets=False, jobs=jobs) for _ in range(2)]
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")
+    reports.append(check(_INDEXED, path="indexed.ave", violation_sets=False, jobs=jobs))
+    assert made
+    for report in reports:
+        (finding,) = [f for k in report.kernels for f in k.findings
+                      if f.invariant == "ave/bank-conflicts" and f.verdict.value == "VIOLATION"]
+        assert finding.counterexample.index_tables == {}
+    assert len({json.dumps(r.to_json(timings=False), sort_keys=True) for r in reports}) == 1

@@ -281,14 +281,14 @@ def test_an_index_table_is_copied_into_the_queries_context():
 
 
 def test_violations_models_are_reused_by_a_later_process_and_report_alike(ave, memo, tmp_path, monkeypatch):
-    """`--proof-cache` also keeps each violated query's canonical model (violations-v2.bin): a
+    """`--proof-cache` also keeps each violated query's canonical model (violations-v3.bin): a
     later process reports the same counterexamples without solving those queries again."""
     from ave_decl.solver import solve
     from ave_decl.solver.proof_memo import ViolationFile
 
     target = EXAMPLES / "gemm_lds_mfma.ave"  # VERIFIED with bank-conflict warnings, each a solved violation
     first = ave("check", "--no-timings", "--json", "-", "--proof-cache", tmp_path, target)
-    store = tmp_path / "proofs" / "violations-v2.bin"
+    store = tmp_path / "proofs" / "violations-v3.bin"
     assert store.is_file() and (os.stat(store).st_mode & 0o777) == 0o600
     models = ViolationFile.open(store).models()
     assert models and all(len(k) == 16 for k, _m in models)
@@ -308,7 +308,7 @@ def test_a_forged_violation_model_is_not_used(ave, memo, tmp_path):
 
     target = EXAMPLES / "gemm_lds_mfma.ave"
     first = ave("check", "--no-timings", "--json", "-", "--proof-cache", tmp_path, target)
-    store = tmp_path / "proofs" / "violations-v2.bin"
+    store = tmp_path / "proofs" / "violations-v3.bin"
     forged = [ViolationFile.record(key, sizes, tuple(v + 1 if not isinstance(v, bool) else v for v in values))
               for key, (sizes, values) in ViolationFile.open(store).models()]
     store.write_bytes(ViolationFile.MAGIC + b"".join(forged))

@@ -55,6 +55,7 @@ class AccessQueries:
             rows[key] = min(st, rows.get(key, 2))
         self.crossing_cap = ASYNC_CROSSINGS if view.kf.relation("async_wait_group") else 1
         self._store_lanes: dict = {}  # lane_split.write_once_proved's per-store parts
+        self._witnesses: dict[int, dict[str, int] | None] = {}  # `bank_witness`, by access
 
     # ------------------------------------------------------------ helpers
     def _access_alt(self, aid: int, inst: Instance, role: str, coords=None) -> Alt:
@@ -470,11 +471,20 @@ class AccessQueries:
         return Point(tuple(pinned), frame, starts, frame + tuple(first.constraints[first.launch:first.ranges] + uniform),
                      tuple(on_pins))
 
+    def bank_witness(self, aid: int) -> dict[str, int] | None:
+        """`_bank_witness` of the access, enumerated once per check (KernelSolver asks before it
+        forks helpers whether any access conflicts; the helpers inherit the answers)."""
+        if aid not in self._witnesses:
+            acc = self.view.accesses[aid]
+            width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
+            self._witnesses[aid] = self._bank_witness(acc, width, phase_lanes(self.view, aid, width))
+        return self._witnesses[aid]
+
     def bank_conflicts(self, aid: int) -> list[Query]:
         acc = self.view.accesses[aid]
         width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
         phase = phase_lanes(self.view, aid, width)
-        witness = self._bank_witness(acc, width, phase)
+        witness = self.bank_witness(aid)
         if witness == {}:
             return []  # enumerated: no phase of this access has a conflict (no instance built)
         first = self.enc.new_instance(acc.stmt, "p1")

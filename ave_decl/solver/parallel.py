@@ -114,6 +114,11 @@ def work_units(obligations: Sequence[tuple]) -> list[list[int]]:
     return [unit for _w, _first, unit in sorted(weighted)]
 
 
+def forks_at_once(obligations: Sequence[tuple]) -> bool:
+    """Whether `discharge_all` forks its helpers before deciding anything (else after FORK_AFTER_S)."""
+    return estimated_work(obligations, range(len(obligations))) >= FORK_AT_ONCE
+
+
 def estimated_work(obligations: Sequence[tuple], positions: Sequence[int]) -> int:
     return sum(RELATION_WEIGHT.get(obligations[n][2], OTHER_WEIGHT) for n in positions)
 
@@ -145,7 +150,7 @@ def discharge_all(obligations: Sequence[tuple], discharge: Discharge, jobs: int,
     def left_to_count() -> dict[int, SetQuery]:
         return {positions[o]: q for o, q in set_queries().items()}
 
-    soon = estimated_work(obligations, range(len(obligations))) >= FORK_AT_ONCE
+    soon = forks_at_once(obligations)
     try:
         found, deferred = _spread(len(units), decide, jobs, 0 if soon else FORK_AFTER_S, left_to_count, ahead)
         for u in range(len(units)):  # what no helper reported is decided here

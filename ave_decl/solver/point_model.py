@@ -68,12 +68,11 @@ def point_model(formulas: list[z3.BoolRef], point: Point, frame: Values,
         if isinstance(value, bool) != z3.is_bool(constant):
             return None
         model.update_value(constant.decl(), z3.BoolVal(value, ctx) if isinstance(value, bool) else z3.IntVal(value, ctx))
-    for variable, start in starts:
-        if variable.get_id() not in pinned:
-            value = model.eval(start, model_completion=True)
-            if not z3.is_int_value(value):
-                return None
-            model.update_value(variable.decl(), value)
+    for variable, start in starts:  # loops the point leaves free (Point.starts)
+        value = model.eval(start, model_completion=True)
+        if not z3.is_int_value(value):
+            return None
+        model.update_value(variable.decl(), value)
     for term, bits in decompositions:
         value = model.eval(term, model_completion=True)
         if not z3.is_int_value(value):

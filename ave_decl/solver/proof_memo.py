@@ -68,7 +68,10 @@ class ProofMemo:
         free constants, first-occurrence order) of the kernel's sizes, which the small-model
         search bounds and so are part of what decided the model, and the constants' values.
         Why it may be reused: the canonical model is a function of the query's text up to
-        renaming (solver/canonical_model.py), which the key stands for."""
+        renaming (solver/canonical_model.py), which the key stands for; a bank conflict's point
+        model (solver/point_model.py) is one of the query and its point, whose values the query
+        pins and whose frames are parts of it (the assumptions and launch, loop and guard
+        constraints an alpha-equivalent query has in the same places)."""
         found = self._violations.get(key) if key is not None else None
         if found is not None:
             self._violations.move_to_end(key)
@@ -258,7 +261,9 @@ class ProofFile(RecordFile):
         return self.records()
 
 
-VIOLATION_FILE = "violations-v2.bin"  # v2: values of the free constants before normalisation
+# v2: values of the free constants before normalisation; v3: a bank conflict's model may be its
+# point's (solver/point_model.py), not the canonical model a v2 file holds
+VIOLATION_FILE = "violations-v3.bin"
 _MAX_MODEL_BYTES = 1 << 20
 
 

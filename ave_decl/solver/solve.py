@@ -184,10 +184,12 @@ class KernelSolver:
         try:
             decided = None
             if self.max_errors is None and self.jobs > 1:  # (max_errors stops in report order: one process)
-                self._frame_before_fork(ordered)
+                spread = [tuple(o[1:]) for o in ordered]
+                if parallel.forks_at_once(spread):
+                    self._frame_before_fork(spread)
                 self.defer_sets = True
-                decided = parallel.discharge_all([tuple(o[1:]) for o in ordered], lambda o: self.discharge(*o),
-                                                 self.jobs, self.take_set_queries)
+                decided = parallel.discharge_all(spread, lambda o: self.discharge(*o), self.jobs,
+                                                 self.take_set_queries)
                 self.defer_sets = False
                 self._set_queries.clear()
             if decided is None:  # one process (or an obligation raised: decided again, as -j1 meets it)
@@ -202,17 +204,20 @@ class KernelSolver:
         out.sort(key=_report_order)
         return out
 
-    def _frame_before_fork(self, ordered: list[tuple]) -> None:
-        """The kernel's point frame (`_point_model`), made before helpers are forked when the
-        kernel has bank obligations: its canonical model takes a fresh Z3 context, and the first
-        one a process makes after a fork copies the context's 16 MB page by page (~10 ms of page
-        faults in each process that finds a conflict). The frame reads only the launch, so the
-        first lane of any bank query gives it (names restart per obligation: the same terms)."""
-        aid = next((lhs for _k, _site, _inv, relation, lhs, _rhs in ordered if relation == "bank_conflicts"), None)
-        if aid is not None:
-            self.enc.restart_names()
-            self._frame_values(self.access.bank_frame(self.enc.new_instance(self.view.accesses[aid].stmt, "p1",
-                                                                            with_guards=False)))
+    def _frame_before_fork(self, obligations: list[tuple]) -> None:
+        """The kernel's point frame (`_point_model`), made before helpers are forked at once
+        (parallel.forks_at_once) when a bank access conflicts (its enumeration, remembered for
+        `discharge`, finds a witness): the frame's canonical model takes a fresh Z3 context, and
+        the first one a process makes after a fork copies the context's 16 MB page by page
+        (~10 ms of page faults in each process that finds a conflict). The frame reads only the
+        launch, so the first lane of any bank query gives it (names restart per obligation: the
+        same terms)."""
+        for _site, _inv, relation, aid, _rhs in obligations:
+            if relation == "bank_conflicts" and self.access.bank_witness(aid):
+                self.enc.restart_names()
+                first = self.enc.new_instance(self.view.accesses[aid].stmt, "p1", with_guards=False)
+                self._frame_values(self.access.bank_frame(first))
+                return
 
     def _discharge_all(self, ordered: list[tuple], out: list[Finding]) -> None:
         # max_errors' errors: the structural ones, then each decided one
@@ -745,11 +750,13 @@ class KernelSolver:
             model = None if values is None else point_model(formulas, point, values, starts, decompositions,
                                                             self.enc.ctx)
             if model is not None:
+                self.enc.index_reads = []  # it reads no index tensor (point_model): no table to report
                 self._remember_violation(model, formulas, key)
                 return model
         return None
 
     def _frame_values(self, frame: tuple[z3.BoolRef, ...]) -> Values | None:
+        """The frame's canonical values (point_model.frame_values), made once per check."""
         identity = tuple(f.get_id() for f in frame)
         made = self._frames.get(identity)
         if made is None:  # the frame kept alive with its values: its AST ids stay its own
