@@ -289,23 +289,27 @@ def guarded(A: Tensor[f32, (M,)], C: Tensor[f32, (M,)]):
 """
 
 
-@pytest.mark.parametrize("guard, verdict", [
-    ("t < 16", "VERIFIED"),  # lanes 0-15 read words 0-30: one bank each
-    ("t >= 16", "VIOLATION"),  # lanes 32 and 48 read words 64 and 96 of bank 0
+@pytest.mark.parametrize("guard, verdict, queries", [
+    ("t < 16", "VERIFIED", 0),  # lanes 0-15 read words 0-30: one bank each
+    ("t >= 16", "VIOLATION", 1),  # lanes 32 and 48 read words 64 and 96 of bank 0
+    # a guard that reads a size is left out: the conflict of lanes 0 and 16 is asked pinned
+    # first, then the access whole (M = 64: lanes 0-15 run)
+    ("t < M // 4", "VERIFIED", 2),
 ])
-def test_bank_conflicts_under_a_guard(guard, verdict, monkeypatch):
+def test_bank_conflicts_under_a_guard(guard, verdict, queries, monkeypatch):
     """The read `S[t * 2]` conflicts first for lanes 0 and 16 when every lane runs; under a guard
-    that conflict may not run. The enumeration leaves the guard out (fewer lanes cannot conflict
-    more), so Z3 is asked that conflict first, pinned, then the access whole: two queries, and the
-    verdict and message that Z3 alone gives."""
+    that conflict may not run. A guard on thread ids (and enumerated loops) is enumerated too:
+    only the lanes it lets run are compared (no query when none conflict, one certain query when
+    two do); any other guard is left out (fewer lanes cannot conflict more), and Z3 is asked that
+    conflict first, pinned, then the access whole. The verdicts are those Z3 alone gives."""
     from ave_decl.solver.access_queries import AccessQueries
 
-    text = _GUARDED.format(guard=guard)
+    text = _GUARDED.format(guard=guard).replace("assume(M % 64 == 0)", "assume(M % 64 == 0)\n    assume(M <= 64)")
     enumerated = _bank_findings(text)
-    assert [(v, q) for _line, v, q, _m in enumerated] == [("VERIFIED", 0), ("VERIFIED", 0), (verdict, 2)]
+    assert [(v, q) for _line, v, q, _m in enumerated] == [("VERIFIED", 0), ("VERIFIED", 0), (verdict, queries)]
     monkeypatch.setattr(AccessQueries, "_bank_witness", lambda *args: None)  # every access to Z3
     by_z3 = _bank_findings(text)
-    assert [(line, v, m) for line, v, _q, m in enumerated] == [(line, v, m) for line, v, _q, m in by_z3]
+    assert [(line, v) for line, v, _q, _m in enumerated] == [(line, v) for line, v, _q, _m in by_z3]
 
 
 def test_a_pinned_conflict_left_undecided_leaves_the_verdict_to_the_whole_access(monkeypatch):
@@ -336,7 +340,8 @@ def test_a_pinned_conflict_left_undecided_leaves_the_verdict_to_the_whole_access
     monkeypatch.setattr(solve.KernelSolver, "formulas", recording)
     monkeypatch.setattr(smt.Encoder, "quick_check", undecided_hints)
     monkeypatch.setattr(smt.Encoder, "solver_holding", spent_on_hints)
-    findings = _bank_findings(_GUARDED.format(guard="t < 16"))
+    text = _GUARDED.format(guard="t < M // 4").replace("assume(M % 64 == 0)", "assume(M % 64 == 0)\n    assume(M <= 64)")
+    findings = _bank_findings(text)  # a guard on a size: left out of the enumeration
     assert [(v, q) for _line, v, q, _m in findings] == [("VERIFIED", 0), ("VERIFIED", 0), ("VERIFIED", 2)]
     assert any(q.hint for q in asked)
 

@@ -88,28 +88,37 @@ def test_a_point_is_at_the_first_block_and_iteration_of_the_loops_it_leaves_free
         assert all(size <= 64 for size in cex.sizes.values())
 
 
-def test_a_point_a_guard_rules_out_goes_the_solvers_way(monkeypatch):
-    """`if t >= 16`: the enumeration (which leaves guards out) names lanes 0 and 16, which the
-    guard does not run; the point is ruled out before any frame is solved, and the conflict Z3
-    finds (among lanes 16-63) is reported as without points."""
-    tried: list[bool] = []
-    real = point_models.pinned_guards_hold
+def test_a_thread_guard_is_enumerated_and_its_conflict_takes_its_point(monkeypatch):
+    """`if t >= 16`: the enumeration runs only the lanes the guard lets run, so the conflict it
+    names (lanes 32 and 48; lanes 0 and 16 when every lane ran) runs, and its point is its model;
+    the verdict is the one Z3 alone gives."""
+    from ave_decl.solver.access_queries import AccessQueries
 
-    def recording(point, ctx):
-        tried.append(real(point, ctx))
-        return tried[-1]
-
-    monkeypatch.setattr(solve, "pinned_guards_hold", recording)
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")
     made = _made_points(monkeypatch)
     text = _GUARDED.format(guard="t >= 16")
     report = check(text, path="guarded.ave", violation_sets=False)
-    assert tried == [False] and not made
     (finding,) = [f for k in report.kernels for f in k.findings
                   if f.invariant == "ave/bank-conflicts" and f.verdict.value == "VIOLATION"]
-    assert min(finding.counterexample.lhs.lane, finding.counterexample.rhs.lane) >= 16
-    proof_memo.MEMO.clear()
-    monkeypatch.setattr(KernelSolver, "_point_model", lambda self, point, formulas, key: None)
-    assert _bank(report) == _bank(check(text, path="guarded.ave", violation_sets=False))
+    assert len(made) == 1 and finding.queries == 1
+    assert finding.message == "2-way bank conflict: lanes 32 and 48 access words 64 and 96 of bank 0"
+    monkeypatch.setattr(AccessQueries, "_bank_witness", lambda *args: None)  # every access to Z3
+    by_z3 = check(text, path="guarded.ave", violation_sets=False)
+    assert [(line, v) for line, v, *_rest in _bank(report)] == [(line, v) for line, v, *_rest in _bank(by_z3)]
+
+
+def test_a_point_a_guard_left_out_rules_out_goes_the_solvers_way(monkeypatch):
+    """`if t < M // 4` with M = 64: the guard reads a size, so the enumeration leaves it out and
+    names lanes 0 and 16, which do not both run; neither frame makes that point a model, and the
+    whole access, asked after the pinned one, is proved."""
+    monkeypatch.setenv("AVE_PROOF_MEMO", "off")
+    made = _made_points(monkeypatch)
+    text = _GUARDED.format(guard="t < M // 4").replace("assume(M % 64 == 0)", "assume(M % 64 == 0)\n    assume(M <= 64)")
+    report = check(text, path="guarded.ave", violation_sets=False)
+    assert not made
+    verdicts = [(f.verdict.value, f.queries) for k in report.kernels for f in k.findings
+                if f.invariant == "ave/bank-conflicts"]
+    assert verdicts[-1] == ("VERIFIED", 2)
 
 
 def test_the_kernel_frame_is_made_before_helpers_are_forked(monkeypatch):

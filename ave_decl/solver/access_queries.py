@@ -395,9 +395,12 @@ class AccessQueries:
         executed points, so it proves a conflict-free access (e.g. the ldmatrix reads of
         speed/gemm_mma_pipelined.ave, 1-2.4 s each in Z3), and a conflict it finds may never run:
         its witness then carries the remainders' values ("residue:<node>"), for `bank_conflicts`
-        to ask Z3 that conflict first. Guards are left out the same way: they only take lanes
-        and iterations away, and no two lanes of a phase that all run conflict when they do
-        not (production attention's 21 guarded accesses, each left to Z3 before)."""
+        to ask Z3 that conflict first. A guard that reads only thread ids and the loops
+        enumerated is evaluated too, and only the lanes it lets run are compared (a wave
+        specialisation's `tid // 64 < 4`: production attention's 16 guarded conflicts, each left
+        to Z3 before, now certain); any other guard is left out the same way as a remainder: it
+        only takes lanes and iterations away, and no two lanes of a phase that all run conflict
+        when they do not (production attention's 21 guarded accesses, each left to Z3 before)."""
         import numpy as np
 
         from ..hw.expr import evaluate, residues
@@ -426,18 +429,36 @@ class AccessQueries:
         given = {node: env[f"residue:{node}"] for node in stages}
         words = np.broadcast_to(np.asarray(evaluate(table, acc.addr, env, given), dtype=np.int64) * width
                                 // BANK_BYTES, shape)
-        found = _first_conflicting_phase(words, phase)
+        active = np.ones(shape, dtype=bool)
+        for cond, polarity in self.view.all_guards(acc.stmt):
+            if self._guard_enumerated(cond, env.keys()):
+                active &= np.broadcast_to(np.asarray(evaluate(table, cond, env)) != 0, shape) == bool(polarity)
+        found = _first_conflicting_phase(words, phase, active)
         if found is None:
             return {}
         row, start = found
-        w = words[row, start:start + phase]
+        w, runs = words[row, start:start + phase], active[row, start:start + phase]
         banks = w % BANKS
-        for bank in np.unique(banks):  # the witness: the lowest conflicting bank, its two lowest words
-            distinct = np.unique(w[banks == bank])
+        for bank in np.unique(banks[runs]):  # the witness: the lowest conflicting bank, its two lowest words
+            distinct = np.unique(w[runs & (banks == bank)])
             if distinct.size > 1:
-                lanes = [int(np.argmax(w == x)) + start for x in distinct[:2]]
+                lanes = [int(np.argmax(runs & (w == x))) + start for x in distinct[:2]]
                 return {"t1": lanes[0], "t2": lanes[1], **{k: int(env[k][row, 0]) for k, _ in axes}}
         raise AssertionError("a conflicting phase without a conflicting bank")
+
+    def _guard_enumerated(self, cond: int, names) -> bool:
+        """Whether the enumeration decides a guard itself: it reads only thread ids and the
+        loops enumerated (`names`); any other (a size, a symbolic loop, data) it leaves out."""
+        from ..hw.expr import symbols
+
+        return symbols(self.view.kf.table, cond) <= set(names)
+
+    def _guards_left(self, stmt: int, witness: dict[str, int]) -> bool:
+        """Whether a guard of the statement was left out of the enumeration that found `witness`
+        (its conflict may then never run)."""
+        names = {k for k in witness if k.startswith("loop:") or k == "slot"}
+        names |= {f"tid:{d}" for d in range(len(self.enc.block_dims()))}
+        return any(not self._guard_enumerated(cond, names) for cond, _pol in self.view.all_guards(stmt))
 
     def bank_frame(self, first: Instance) -> tuple[z3.BoolRef, ...]:
         """A bank point's first frame: the kernel's assumptions and the first lane's block ranges."""
@@ -458,18 +479,10 @@ class AccessQueries:
         pinned = [(term, value) for term, value in pinned if z3.is_const(term) and not z3.is_int_value(term)]
         frame = self.bank_frame(first)
         lanes = {first.env[k].get_id() for k in first.env if k.startswith("tid:") or k == "slot"}
-        fixed = {term.get_id() for term, _value in pinned}
         c = self.enc.ctx.ref()
-        uniform, on_pins = [], []
-        for inst in (first, second):
-            for g in inst.constraints[inst.ranges:]:
-                read = list(uninterpreted_applications([g]))
-                if inst is first and not any(_ast_id(c, a) in lanes or _num_args(c, a) for a in read):
-                    uniform.append(g)  # no thread, slot or data read
-                if all(_ast_id(c, a) in fixed for a in read):
-                    on_pins.append(g)
-        return Point(tuple(pinned), frame, starts, frame + tuple(first.constraints[first.launch:first.ranges] + uniform),
-                     tuple(on_pins))
+        uniform = [g for g in first.constraints[first.ranges:]  # no thread, slot or data read
+                   if not any(_ast_id(c, a) in lanes or _num_args(c, a) for a in uninterpreted_applications([g]))]
+        return Point(tuple(pinned), frame, starts, frame + tuple(first.constraints[first.launch:first.ranges] + uniform))
 
     def bank_witness(self, aid: int) -> dict[str, int] | None:
         """`_bank_witness` of the access, enumerated once per check (KernelSolver asks before it
@@ -510,7 +523,7 @@ class AccessQueries:
                          self._access_alt(aid, second, acc.kind), first, first, second, {"word1": w1, "word2": w2},
                          hint=hint, certain=certain, point=point if extra else None)
 
-        if witness and (self.view.all_guards(acc.stmt) or any(k.startswith("residue:") for k in witness)):
+        if witness and (self._guards_left(acc.stmt, witness) or any(k.startswith("residue:") for k in witness)):
             # the enumeration's conflict may never run (its stage or a guard): asked first,
             # pinned, as a hint (Z3 confirms it quickly: gemm_mfma_mi300x's four staged A reads,
             # 25 -> 3 ms each), then the access whole, which decides unless the hint was SAT
@@ -528,10 +541,12 @@ def _thread_ids(linear: int, dims: list[int]) -> list[int]:
     return out
 
 
-def _first_conflicting_phase(words, phase: int) -> tuple[int, int] | None:
+def _first_conflicting_phase(words, phase: int, active=None) -> tuple[int, int] | None:
     """(loop point, first lane) of the first phase, in loop-point then lane order, in which two
-    lanes access different words of one bank; None when there is none. Vectorised: within each
-    phase, (bank, word) pairs sorted, a bank followed by itself with another word conflicts."""
+    lanes that run (`active`, every lane when None) access different words of one bank; None when
+    there is none. Vectorised: within each phase, (bank, word) pairs sorted, a bank followed by
+    itself with another word conflicts; a lane that does not run takes the word of the phase's
+    first lane that does (a word already there adds no conflict)."""
     import numpy as np
 
     rows, lanes = words.shape
@@ -540,7 +555,12 @@ def _first_conflicting_phase(words, phase: int) -> tuple[int, int] | None:
     pad = (-lanes) % phase
     if pad:  # a last, partial phase: repeat its first lane (same word: no conflict added)
         words = np.concatenate([words, np.repeat(words[:, lanes - lanes % phase:][:, :1], pad, axis=1)], axis=1)
+        if active is not None:
+            active = np.concatenate([active, np.zeros((rows, pad), dtype=bool)], axis=1)
     w = words.reshape(rows, -1, phase)
+    if active is not None and not active.all():
+        runs = active.reshape(rows, -1, phase)
+        w = np.where(runs, w, np.take_along_axis(w, runs.argmax(axis=-1)[..., None], axis=-1))
     low = w.min()
     key = (w % BANKS) * (w.max() - low + 1) + (w - low)
     key.sort(axis=-1)

@@ -83,13 +83,3 @@ def point_model(formulas: list[z3.BoolRef], point: Point, frame: Values,
         return None
     return model
 
-
-def pinned_guards_hold(point: Point, ctx: z3.Context) -> bool:
-    """Whether the guards that read only pinned variables hold at the point (no frame can help
-    one that does not)."""
-    if not point.pinned_guards:
-        return True
-    model = z3.Model(ctx)
-    for term, value in point.pinned:
-        model.update_value(term.decl(), z3.IntVal(value, ctx))
-    return z3.is_true(model.eval(connective("and", list(point.pinned_guards), ctx), model_completion=True))

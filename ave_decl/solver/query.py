@@ -18,13 +18,11 @@ class Point:
     variable and lower bound, outermost first); where that misses (a guard such as a prefetch's
     `kt + 32 < K` wants larger sizes), from the canonical model of `nest` (the frame, the loop
     ranges and the guards no thread or slot reads). `KernelSolver._point_model` keeps a model
-    only when it satisfies the whole query; a guard that reads only pinned variables (a wave
-    specialization's `tid // 64 < 4`) and fails there rules the point out before any frame."""
+    only when it satisfies the whole query."""
     pinned: tuple[tuple[z3.ExprRef, int], ...]
     frame: tuple[z3.BoolRef, ...]
     starts: tuple[tuple[z3.ExprRef, z3.ArithRef], ...]
     nest: tuple[z3.BoolRef, ...]
-    pinned_guards: tuple[z3.BoolRef, ...] = ()
 
 
 @dataclass

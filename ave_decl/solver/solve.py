@@ -27,7 +27,7 @@ from .derived_ids import check_derived_ids
 from .drops_range import check_drops_ranks
 from .families import FamilyProofs, Posed
 from .hints import bounds_hint, fix_hint
-from .point_model import Values, frame_values, pinned_guards_hold, point_model
+from .point_model import Values, frame_values, point_model
 from .query import Point, Query
 from .raw_terms import _ast_id, connective, some_differ
 from .slicing import SLICE_SAMPLE, Slice, Slicer, VariableSets, promising, query_slice, weaker_slices, worth_slicing
@@ -742,8 +742,6 @@ class KernelSolver:
         """The query's model at its concrete point (solver/point_model.py), remembered as a
         canonical one is; None when the point does not satisfy it. Each frame's canonical model
         is made once (a kernel's conflicts share the first frame, those of a loop nest the second)."""
-        if not pinned_guards_hold(point, self.enc.ctx):
-            return None
         decompositions = self.enc.decompositions()
         for frame, starts in ((point.frame, point.starts), (point.nest, ())):
             values = self._frame_values(frame)
