@@ -42,8 +42,9 @@ class Query:
     # a stronger query asked first for its counterexample (a bank conflict the enumeration found,
     # pinned): its UNSAT or UNKNOWN says nothing of the obligation, which the next query decides
     hint: bool = False
-    # known to be satisfiable when the kernel's assumptions are (a bank conflict the enumeration
-    # found where every lane and iteration runs, pinned): its canonical model is asked for at once
+    # expected to be satisfiable when the kernel's assumptions are (a bank conflict the
+    # enumeration found where every lane and iteration runs, pinned): its model is asked for at
+    # once, without a quick attempt; asked as a hint, so that its UNSAT says nothing
     certain: bool = False
     # a concrete point the query is expected to hold at (see Point), tried before any solver
     point: Point | None = None

@@ -2,7 +2,8 @@
 
 Encoding (docs/smt.md): unbounded integers; `//` and `%` are Z3's div/mod, equal to Python's
 floor semantics for positive divisors (the only ones the front end produces for layouts and
-lane maps; symbolic divisors stay nonlinear). Shifts by constants are multiplications or
+lane maps), by a negative constant rewritten to floor semantics (`_by_negative_constant`);
+symbolic divisors stay nonlinear, with Z3's rounding when negative. Shifts by constants are multiplications or
 divisions by powers of two; `^ & | ~` go through 32-bit two's-complement bit-vectors
 (Int2BV / BV2Int), exact for values in [-2^31, 2^31).
 """
@@ -499,6 +500,15 @@ def _int(b: z3.BitVecRef) -> z3.ArithRef:
     return z3.BV2Int(b, is_signed=True)
 
 
+def _by_negative_constant(op: str, a: z3.ArithRef, c: int) -> z3.ArithRef:
+    """Python's `a // c` and `a % c` for a constant c < 0, where Z3's div and mod round the
+    other way (the evaluator, hw/expr.py, and the bank enumeration use Python's: a review found
+    a conflict the enumeration named under `t // -8` proved absent by Z3's rounding):
+    floor(a / c) == (-a) div (-c), a division by a positive constant, and a % c == a - c * (a // c)."""
+    quotient = (-a) / (-c)
+    return quotient if op == "floordiv" else a - c * quotient
+
+
 def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
     if op in ("land", "lor"):
         a, b = as_bool(args[0]), as_bool(args[1])
@@ -506,6 +516,8 @@ def _apply(op: str, args: list[z3.ExprRef], nodes) -> z3.ExprRef:
     if op == "lnot":
         return z3.Not(as_bool(args[0]))
     xs = [as_int(a) for a in args]
+    if op in ("floordiv", "mod") and nodes[1].op == "const" and nodes[1].value < 0:
+        return _by_negative_constant(op, xs[0], nodes[1].value)
     if len(xs) == 2 and op in INT_BINARY and is_int_term(xs[0]) and is_int_term(xs[1]):
         return int_binary(op, xs[0], xs[1])
     if op == "add":
