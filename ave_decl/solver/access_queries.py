@@ -456,8 +456,7 @@ class AccessQueries:
     def _guards_left(self, stmt: int, witness: dict[str, int]) -> bool:
         """Whether a guard of the statement was left out of the enumeration that found `witness`
         (its conflict may then never run)."""
-        names = {k for k in witness if k.startswith("loop:") or k == "slot"}
-        names |= {f"tid:{d}" for d in range(len(self.enc.block_dims()))}
+        names = set(_axis_values(witness)) | {f"tid:{d}" for d in range(len(self.enc.block_dims()))}
         return any(not self._guard_enumerated(cond, names) for cond, _pol in self.view.all_guards(stmt))
 
     def bank_frame(self, first: Instance) -> tuple[z3.BoolRef, ...]:
@@ -473,7 +472,7 @@ class AccessQueries:
         dims = self.enc.block_dims()
         pinned = [(inst.env[f"tid:{d}"], value) for inst, lane in ((first, witness["t1"]), (second, witness["t2"]))
                   for d, value in enumerate(_thread_ids(lane, dims))]
-        pinned += [(first.env[k], v) for k, v in witness.items() if k.startswith("loop:") or k == "slot"]
+        pinned += [(first.env[k], v) for k, v in _axis_values(witness).items()]
         starts = tuple((first.env[f"loop:{h}"], self.enc.int_term(self.view.loops[h].lo, first.env))
                        for h in self.view.enclosing_loops(first.stmt) if f"loop:{h}" not in witness)
         pinned = [(term, value) for term, value in pinned if z3.is_const(term) and not z3.is_int_value(term)]
@@ -488,15 +487,17 @@ class AccessQueries:
         """`_bank_witness` of the access, enumerated once per check (KernelSolver asks before it
         forks helpers whether any access conflicts; the helpers inherit the answers)."""
         if aid not in self._witnesses:
-            acc = self.view.accesses[aid]
-            width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
-            self._witnesses[aid] = self._bank_witness(acc, width, phase_lanes(self.view, aid, width))
+            self._witnesses[aid] = self._bank_witness(self.view.accesses[aid], *self.bank_unit(aid))
         return self._witnesses[aid]
+
+    def bank_unit(self, aid: int) -> tuple[int, int]:
+        """The access's element width in bytes and the lanes of one of its phases."""
+        width = DTYPE_BYTES.get(self.view.dtypes.get(self.view.accesses[aid].buffer, "f32"), 4)
+        return width, phase_lanes(self.view, aid, width)
 
     def bank_conflicts(self, aid: int) -> list[Query]:
         acc = self.view.accesses[aid]
-        width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
-        phase = phase_lanes(self.view, aid, width)
+        width, phase = self.bank_unit(aid)
         witness = self.bank_witness(aid)
         if witness == {}:
             return []  # enumerated: no phase of this access has a conflict (no instance built)
@@ -512,7 +513,7 @@ class AccessQueries:
         pinned, point = [], None
         if witness:
             pinned = [t1 == witness["t1"], t2 == witness["t2"]] + [
-                first.env[k] == v for k, v in witness.items() if k.startswith("loop:") or k == "slot"] + [
+                first.env[k] == v for k, v in _axis_values(witness).items()] + [
                 self.enc.int_term(int(k.split(":", 1)[1]), first.env) == v for k, v in witness.items()
                 if k.startswith("residue:")]
             point = self._bank_point(first, second, witness)
@@ -533,6 +534,11 @@ class AccessQueries:
         # UNSAT (a review found `t // -8` rounded otherwise by Z3: VERIFIED where it conflicts)
         certain = not (self._guards_left(acc.stmt, witness) or any(k.startswith("residue:") for k in witness))
         return [query(pinned, hint=True, certain=certain), query([])]
+
+
+def _axis_values(witness: dict[str, int]) -> dict[str, int]:
+    """The witness's loop values and register slot (the axes its enumeration ran over)."""
+    return {k: v for k, v in witness.items() if k.startswith("loop:") or k == "slot"}
 
 
 def _thread_ids(linear: int, dims: list[int]) -> list[int]:

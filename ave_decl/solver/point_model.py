@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import z3
 
-from .canonical_model import Smallest, canonical_form, canonical_model
+from .canonical_model import Smallest, canonical_form, canonical_model, model_values
 from .query import Point
 from .raw_terms import _num_args, _wrap, connective, uninterpreted_applications
 
@@ -27,20 +27,12 @@ def frame_values(frame: tuple[z3.BoolRef, ...], sizes: list[z3.ArithRef], timeou
                  ctx: z3.Context) -> Values | None:
     """The values the frame's canonical model gives its constants (sizes at most 64 where it
     can, as for a counterexample); None when it has none (the frame is infeasible, or not
-    settled within the timeout)."""
+    settled within the timeout) or a constant of another sort than Int and Bool."""
     formulas = list(frame)
     form = canonical_form(formulas, ctx)
     model = canonical_model(formulas, form, sizes, timeout_ms, smallest, ctx)
-    if model is None:
-        return None
-    out: Values = {}
-    for c in form.constants:
-        value = model.eval(c, model_completion=True)
-        if z3.is_int_value(value):
-            out[c.get_id()] = value.as_long()
-        elif z3.is_true(value) or z3.is_false(value):
-            out[c.get_id()] = z3.is_true(value)
-    return out
+    values = None if model is None else model_values(model, form.constants)
+    return None if values is None else {c.get_id(): v for c, v in zip(form.constants, values)}
 
 
 def point_model(formulas: list[z3.BoolRef], point: Point, frame: Values,

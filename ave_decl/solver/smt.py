@@ -3,9 +3,9 @@
 Encoding (docs/smt.md): unbounded integers; `//` and `%` are Z3's div/mod, equal to Python's
 floor semantics for positive divisors (the only ones the front end produces for layouts and
 lane maps), by a negative constant rewritten to floor semantics (`_by_negative_constant`);
-symbolic divisors stay nonlinear, with Z3's rounding when negative. Shifts by constants are multiplications or
-divisions by powers of two; `^ & | ~` go through 32-bit two's-complement bit-vectors
-(Int2BV / BV2Int), exact for values in [-2^31, 2^31).
+symbolic divisors stay nonlinear, with Z3's rounding when negative. Shifts by constants are
+multiplications or divisions by powers of two; `^ & | ~` go through 32-bit two's-complement
+bit-vectors (Int2BV / BV2Int), exact for values in [-2^31, 2^31).
 """
 from __future__ import annotations
 

@@ -1122,15 +1122,13 @@ class KernelSolver:
         variables tied to one lane's address; a guard on data counts every lane)."""
         import numpy as np
 
-        from ..hw.dtypes import DTYPE_BYTES
         from ..hw.expr import evaluate, symbols
-        from .access_queries import BANK_BYTES, BANKS, phase_lanes
+        from .access_queries import BANK_BYTES
 
         inst = q.lhs_inst
         acc = self.view.accesses[q.lhs.chain[0].access]
         table = self.view.kf.table
-        width = DTYPE_BYTES.get(self.view.dtypes.get(acc.buffer, "f32"), 4)
-        phase = phase_lanes(self.view, acc.aid, width)
+        width, phase = self.access.bank_unit(acc.aid)
         start = ev(self.enc.linear_thread(inst)) // phase * phase
         env: dict = {}
         rest = np.arange(start, start + phase)
