@@ -496,7 +496,8 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
             elif "rel" in ref and "mismatched" in ref:
                 click.echo(f"  reference {ref['output']} = {ref.get('expression', '')}: max abs error "
                            f"{ref['max_abs']:.3g}, relative {ref['rel']:.3g} (tolerance {ref['tol']:g}), "
-                           f"{ref['mismatched']} of {ref['elements']} elements differ")
+                           f"{ref['mismatched']} of {ref['elements']} elements differ"
+                           + (" (those the simulated blocks wrote)" if ref.get("scope") == "written" else ""))
             else:
                 click.echo(f"  reference: {ref['why']}")
             for f in k["shadow"]:
@@ -506,6 +507,16 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
             for e in k["errors"][:5]:
                 click.echo(f"  error: {e}")
     sys.exit(1 if bad else 0)
+
+
+def _is_binary_stage(target: str, stage: str) -> bool:
+    """Whether a backend says the stage's output is bytes (an unknown target is refused later)."""
+    from .codegen import get_backend
+
+    try:
+        return stage in get_backend(target).binary_stages
+    except AveError:
+        return False
 
 
 _EMIT_EXIT = ("Exit codes: 0 emitted, 1 the kernel has a violation, 5 it is not proven (both: --unverified "
@@ -532,6 +543,9 @@ def emit(file: str, target: str, arch: str | None, stage: str | None, out: str |
     from .execute import compile_source
 
     src = _read_one(file)
+    if out is None and stage is not None and _is_binary_stage(target, stage):  # before compiling for nothing
+        click.echo(f"error: stage {stage} is binary: give -o FILE", err=True)
+        sys.exit(int(ExitCode.USAGE))
     try:
         compiled = compile_source(src, target, arch, stage, kernel, unverified, timeout)
     except AveError as exc:

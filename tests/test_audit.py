@@ -135,6 +135,8 @@ def test_a_chunk_past_its_deadline_is_retried_file_by_file(tmp_path):
     assert stats.retried == 2
     assert [(Path(e.file).name, e.kind) for e in report.errors] == [("a.ave", "timeout"), ("b.ave", "timeout")]
     assert [k.verdict.value for k in report.kernels] == ["UNKNOWN", "UNKNOWN"] and report.exit_code == 5
+    summary = report.summary()  # each file once, as unknown (the time-out is why, not one more error)
+    assert (summary["unknown"], summary["error"]) == (2, 0)
 
 
 def test_cache_hit_returns_identical_report(tmp_path, ave):

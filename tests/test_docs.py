@@ -55,3 +55,48 @@ def test_debugging_example_in_writing_invariants_runs(tmp_path, ave):
     out = r.out.replace(str(ROOT) + "/", "")
     for line in shown.strip().splitlines():
         assert line in out.splitlines(), line
+
+
+def _console_outputs(text: str) -> dict[str, list[str]]:
+    """The README's console blocks: each `$ .venv/bin/ave ...` command (an `# (excerpt)` comment
+    dropped) -> the lines shown after it, up to the next command or the block's end."""
+    out: dict[str, list[str]] = {}
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        command = None
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                command = line[2:].split("#")[0].strip()
+                out[command] = []
+            elif command is not None:
+                out[command].append(line)
+    return out
+
+
+def _shown(line: str) -> re.Pattern:
+    """A shown line as a pattern: `…` stands for text the README leaves out."""
+    return re.compile(".*".join(re.escape(part) for part in line.split("…")) + r"\Z")
+
+
+def test_readme_tour_shows_what_ave_prints(ave, monkeypatch):
+    """The tour's console output is what `ave` prints today (a newcomer checks every number):
+    the counterexample of step 3 in full, the excerpt of step 2 line by line, step 4 with `…`
+    for what it leaves out."""
+    monkeypatch.chdir(ROOT)
+    blocks = _console_outputs((ROOT / "README.md").read_text())
+
+    def printed(command: str) -> list[str]:
+        args = command.split()
+        assert args[0] == ".venv/bin/ave", command
+        return ave(*args[1:]).out.rstrip("\n").splitlines()
+
+    full = ".venv/bin/ave check --confirm examples/gemm_lds_mfma_transposed.ave"
+    assert printed(full) == blocks[full]
+    excerpt = ".venv/bin/ave check examples/gemm_lds_mfma.ave -v --no-timings"
+    lines = printed(excerpt)
+    for line in blocks[excerpt]:
+        assert line.strip() == "..." or line in lines, line
+    simulated = ".venv/bin/ave simulate examples/gemm_lds_mfma_transposed.ave --sizes M=64,N=64,K=64"
+    lines = printed(simulated)
+    assert len(lines) == len(blocks[simulated])
+    for shown, line in zip(blocks[simulated], lines):
+        assert _shown(shown).match(line), (shown, line)

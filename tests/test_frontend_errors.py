@@ -39,6 +39,11 @@ BAD = {
     "index_reassigned_in_loop": (HEAD + "    j = 0\n    for i in range(4):\n        j = i + 1\n", 5,
                                  "reassigned inside a loop"),
     "data_as_index": (HEAD + "    v = X[0]\n    w = X[v]\n", 4, "must be an integer expression"),
+    # where the bracket opens, not at the next statement (line ends do not count inside brackets)
+    "unclosed_paren": (HEAD + "    t = thread_id(0\n    X[t] = 1.0\n", 3, "'(' was never closed"),
+    "unclosed_subscript": (HEAD + "    t = thread_id(0)\n    X[t = 1.0\n", 4, "'[' was never closed"),
+    # on the indented line, not at the end of the line before it
+    "unexpected_indent": (HEAD + "    t = thread_id(0)\n        X[t] = 1.0\n", 4, "unexpected indent"),
 }
 
 
@@ -85,3 +90,21 @@ def test_no_traceback_from_real_process(tmp_path):
 def test_usage_error_exit_code(ave):
     r = ave("check", "--engine", "nope", "x.ave")
     assert r.code == 2
+
+
+@pytest.mark.parametrize("name, col", [("unclosed_paren", 18), ("unclosed_subscript", 6), ("unexpected_indent", 9)])
+def test_syntax_errors_point_at_their_cause(name, col, tmp_path, ave):
+    """The column too: the open bracket, the first character of the over-indented line."""
+    text, line, _fragment = BAD[name]
+    path = tmp_path / f"{name}.ave"
+    path.write_text(text)
+    first = ave("check", path).out.splitlines()[0]
+    assert first.startswith(f"{path}:{line}:{col}: error: "), first
+
+
+def test_a_bracket_closed_later_is_not_called_unclosed(tmp_path, ave):
+    """A syntax error inside brackets that do close is reported where it is."""
+    path = tmp_path / "k.ave"
+    path.write_text(HEAD + "    t = thread_id(0)\n    X[t] = (1.0 +\n        2.0 3.0)\n")
+    first = ave("check", path).out.splitlines()[0]
+    assert first.startswith(f"{path}:5:13: error: invalid syntax: unexpected '3.0'"), first

@@ -104,6 +104,15 @@ def test_ave_optimize_reports_a_bad_knowledge_base_with_exit_4(ave, tmp_path):
     assert r.code == 4 and "unknown rewrite 'nope'" in r.err and "Traceback" not in r.out + r.err
 
 
+def test_the_llm_planner_without_an_endpoint_is_a_usage_error(ave, monkeypatch):
+    """No key and no local server: one line and exit 2 before any episode (it was exit 70, the
+    client's "Missing credentials" reported as an internal error)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("AVE_LLM_BASE_URL", raising=False)
+    r = ave("optimize", EXAMPLES / "gemm_naive.ave", "--planner", "llm", "--budget", "1")
+    assert r.code == 2 and "needs an endpoint" in r.err and len(r.err.strip().splitlines()) == 1
+
+
 def test_a_kernel_that_does_not_verify_is_not_optimized(ave):
     r = ave("optimize", EXAMPLES / "gemm_lds_mfma_transposed.ave", "--budget", "1")
     assert r.code == 3 and "must be one kernel that ave check says is VERIFIED" in r.err

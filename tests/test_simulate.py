@@ -108,6 +108,20 @@ def test_simulate_cli(ave):
     assert wrong.code == 3 and "violate assume" in wrong.out
 
 
+def test_some_blocks_are_compared_on_what_they_wrote(ave):
+    """`--blocks i,j` runs one block: its tile is compared with the reference, not the tiles no
+    simulated block wrote (a correct GEMM read as MISMATCH on 12,288 of 16,384 elements)."""
+    sizes = ("--sizes", "M=128,N=128,K=64", "--json")
+    one = ave("simulate", EXAMPLES / "gemm_lds_mfma.ave", *sizes, "--blocks", "1,0")
+    assert one.code == 0, one.out
+    ref = one.json()["kernels"][0]["reference"]
+    assert ref["ok"] and ref["elements"] == 64 * 64 and ref["scope"] == "written"
+    whole = ave("simulate", EXAMPLES / "gemm_lds_mfma.ave", *sizes).json()["kernels"][0]["reference"]
+    assert whole["elements"] == 128 * 128 and "scope" not in whole
+    bad = ave("simulate", EXAMPLES / "gemm_lds_mfma_transposed.ave", *sizes, "--blocks", "1,0", "--no-shadow")
+    assert bad.code == 1 and bad.json()["kernels"][0]["reference"]["mismatched"] > 0
+
+
 PADDED = '''@kernel(grid=(1,), block=32, warp=32, reference="C = A")
 def k(A: Tensor[f32, (32,)], C: Tensor[f32, (32,)]):
     t = thread_id(0)

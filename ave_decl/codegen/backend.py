@@ -59,6 +59,7 @@ class Backend:
     stages: tuple[str, ...] = ("llir",)
     default_stage = "llir"  # what `ave emit` prints without --stage
     launch_stage: str | None = None  # the stage a launch needs (None: default_stage)
+    binary_stages: frozenset[str] = frozenset()  # stages whose output is bytes (`ave emit` needs -o)
     vendor: str | None = None  # instructions of this vendor only (None: any)
     groups: tuple[int, ...] = (32, 64)  # warp/wave sizes the target executes
 

@@ -10,6 +10,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from lark.indenter import PythonIndenter
 
 from . import ast as A
+from .brackets import unclosed_bracket
 from .buffer_ops import desugar_buffer_ops
 from .depth import check_nesting
 from .early_return import desugar_returns
@@ -392,15 +393,19 @@ def _syntax_error(src: SourceFile, exc: UnexpectedInput) -> FrontEndError:
             lines = src.text.rstrip("\n").split("\n")
             line, col = len(lines), len(lines[-1]) + 1
             what = "end of file"
-        elif tok.type == "_INDENT":
-            what = "indent"
-        elif tok.type == "_DEDENT":
-            what = "dedent"
+        elif tok.type in ("_INDENT", "_DEDENT"):
+            what = "indent" if tok.type == "_INDENT" else "dedent"
+            # the token borrows the line end's position: point at the line it indents instead
+            line, col = getattr(tok, "end_line", None) or line, getattr(tok, "end_column", None) or col
         elif tok.type == "_NEWLINE":
             what = "end of line"
         else:
             what = repr(quote(str(tok)))
         msg = f"invalid syntax: unexpected {what}; expected {_describe_expected(set(exc.expected))}"
+        opened = unclosed_bracket(src.text)
+        if opened is not None and (opened[0], opened[1]) < (line, col):
+            line, col, bracket = opened
+            msg = f"invalid syntax: {bracket!r} was never closed"
     else:
         msg = "invalid syntax"
     line = max(line, 1)

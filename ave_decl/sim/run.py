@@ -1,6 +1,8 @@
 """Simulate the kernels of a file and compare their outputs with their references."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..lang.keywords import check_keywords
 from ..lang.resolve import resolve_imports
 from ..lang.source import SourceFile
@@ -42,9 +44,19 @@ def simulate_source(src: SourceFile, sizes: dict[str, int], kernel: str | None =
                 result.reference = {"ok": False, "why": f"the kernel never writes {name}", "output": name}
             else:
                 got = result.outputs[name]
-                r = compare(got, evaluate_reference(ref, result.inputs, result.sizes, got.shape), ref.tolerance)
+                written = _written(result, name, got.shape) if blocks is not None else None
+                r = compare(got, evaluate_reference(ref, result.inputs, result.sizes, got.shape), ref.tolerance,
+                            where=written)
+                if written is not None:  # some blocks: the elements they wrote, not the untouched rest
+                    r["scope"] = "written"
                 r["output"] = name
                 r["expression"] = ref.text
                 result.reference = r
         out.append((k.name, result))
     return out
+
+
+def _written(result: SimResult, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The elements of output `name` the simulated blocks stored to (a mask of its shape)."""
+    counts = result.write_counts.get(name)
+    return np.zeros(shape, bool) if counts is None else counts.reshape(shape) > 0

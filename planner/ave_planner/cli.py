@@ -1,6 +1,7 @@
 """`ave optimize` (an `ave.commands` entry point of ave-planner)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -76,6 +77,10 @@ def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, measu
                             _sizes(gate_sizes or _used(GATE_SIZES, text)), measure=measure)
     except click.BadParameter as exc:
         click.echo(f"error: {exc.message}", err=True)
+        sys.exit(EXIT_USAGE)
+    if planner_name == "llm" and not (os.environ.get("OPENAI_API_KEY") or os.environ.get("AVE_LLM_BASE_URL")):
+        click.echo("error: --planner llm needs an endpoint: set OPENAI_API_KEY (OpenAI's) or AVE_LLM_BASE_URL "
+                   "(a local OpenAI-compatible server)", err=True)
         sys.exit(EXIT_USAGE)
     out_dir = Path(out) if out else None
     try:  # a place that cannot be written is a usage error before any episode runs

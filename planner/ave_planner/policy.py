@@ -113,7 +113,9 @@ class LLMPlanner:
             from openai import OpenAI
         except ImportError:
             return self.fallback.choose(applicable, tried, history, target)
-        client = OpenAI(base_url=os.environ.get("AVE_LLM_BASE_URL"))
+        # a local server needs no key (the client refuses to start without one)
+        client = OpenAI(base_url=os.environ.get("AVE_LLM_BASE_URL"),
+                        api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
         recent = [{k: e.get(k) for k in ("technique", "params", "outcome", "gate", "reason", "speedup")}
                   for e in history.episodes[-30:]]
         prompt = ("You choose the next optimization of a GPU kernel for target " + target + ".\n"

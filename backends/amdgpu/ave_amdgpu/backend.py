@@ -19,6 +19,7 @@ class AmdgpuBackend(Backend):
     default_arch = "gfx942"
     stages = ("llir", "asm", "obj", "hsaco")
     default_stage = "asm"
+    binary_stages = frozenset(("obj", "hsaco"))
     launch_stage = "hsaco"
     vendor = "amdgpu"
     groups = (64,)  # CDNA runs wave64 only

@@ -16,6 +16,7 @@ class NvptxBackend(Backend):
     default_arch = "sm_90a"
     stages = ("llir", "ptx", "cubin", "sass")
     default_stage = "ptx"
+    binary_stages = frozenset(("cubin",))
     vendor = "nvidia"
     groups = (32,)
 
