@@ -493,6 +493,9 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
             ref = k["reference"]
             if ref is None:
                 click.echo("  reference: none declared (@kernel(..., reference=\"C = A @ B\"))")
+            elif ref.get("scope") == "written" and ref.get("elements") == 0:
+                click.echo(f"  reference {ref['output']} = {ref.get('expression', '')}: the simulated blocks "
+                           f"write no element of {ref['output']}")
             elif "rel" in ref and "mismatched" in ref:
                 click.echo(f"  reference {ref['output']} = {ref.get('expression', '')}: max abs error "
                            f"{ref['max_abs']:.3g}, relative {ref['rel']:.3g} (tolerance {ref['tol']:g}), "

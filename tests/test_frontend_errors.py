@@ -108,3 +108,19 @@ def test_a_bracket_closed_later_is_not_called_unclosed(tmp_path, ave):
     path.write_text(HEAD + "    t = thread_id(0)\n    X[t] = (1.0 +\n        2.0 3.0)\n")
     first = ave("check", path).out.splitlines()[0]
     assert first.startswith(f"{path}:5:13: error: invalid syntax: unexpected '3.0'"), first
+
+
+def test_a_dedent_at_the_end_of_the_file_points_at_the_last_line(tmp_path, ave):
+    """No line follows it to point at: the error stays on the `for` that needs a body."""
+    path = tmp_path / "k.ave"
+    path.write_text(HEAD + "    for i in range(4):\n\n")
+    first = ave("check", path).out.splitlines()[0]
+    assert first.startswith(f"{path}:3:23: error: invalid syntax: unexpected dedent"), first
+
+
+def test_a_string_left_open_is_not_an_unclosed_bracket(tmp_path, ave):
+    """The tokenizer stops at a triple-quoted string that never ends: no bracket is named."""
+    path = tmp_path / "k.ave"
+    path.write_text(HEAD + "    t = thread_id(0)\n    X[t] = (\'\'\' 1 \') + 1.0\n")
+    first = ave("check", path).out.splitlines()[0]
+    assert "never closed" not in first and first.startswith(f"{path}:4:"), first

@@ -120,3 +120,15 @@ def test_an_unwritable_report_is_one_line_and_exit_2(ave, tmp_path):
         r = ave("audit", corpus, "--html", target, "--no-cache", "-j", "1", "-q")
         assert r.code == 2 and message in r.err and "Traceback" not in r.err, r.err
         assert len([line for line in r.err.splitlines() if "rror" in line]) == 1, r.err
+
+
+def test_a_timed_out_file_is_one_unknown_row():
+    """An audit file past --file-timeout: one UNKNOWN row that says why, counted once (no ERROR)."""
+    from ave_decl.audit.batch import _failed
+    from ave_decl.report.model import Report
+
+    kernels, errors = _failed("slow.ave", "timeout", "no verdict within 0.5 s per file")
+    html = report_html(Report(kernels=kernels, errors=errors))
+    assert "UNKNOWN (1)" in html and "ERROR (0)" in html
+    assert html.count('data-verdict="UNKNOWN"') == 1 and 'data-verdict="ERROR"' not in html
+    assert "no verdict within 0.5 s per file" in html

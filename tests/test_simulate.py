@@ -122,6 +122,51 @@ def test_some_blocks_are_compared_on_what_they_wrote(ave):
     assert bad.code == 1 and bad.json()["kernels"][0]["reference"]["mismatched"] > 0
 
 
+SCALED = """@kernel(grid=(2,), block=64, wave=64, reference="C = A * S")
+def k(A: Tensor[f32, (2, 64)], S: Tensor[f32, (2, 1)], C: Tensor[f32, (2, 64)]):
+    t = thread_id(0)
+    b = block_id(0)
+    C[b, t] = A[b, t] * S[b, 0] + 0.004
+"""
+FIRST_BLOCK_ONLY = """@kernel(grid=(2,), block=64, wave=64, reference="C = A")
+def k(A: Tensor[f32, (128,)], C: Tensor[f32, (128,)]):
+    t = thread_id(0)
+    if block_id(0) == 0:
+        C[t] = A[t]
+"""
+
+
+def _reference(ave, tmp_path, text: str, *args: str) -> tuple[int, dict]:
+    path = tmp_path / "k.ave"
+    path.write_text(text)
+    r = ave("simulate", path, "--seed", "3", "--json", *args)
+    return r.code, r.json()["kernels"][0]["reference"]
+
+
+def test_some_blocks_are_measured_against_the_whole_reference(ave, tmp_path):
+    """The same error passes or fails alike with one block or all: the relative error is taken
+    against the whole reference's magnitude, not that of the elements compared."""
+    (code_all, every), (code_one, one) = (_reference(ave, tmp_path, SCALED, *a) for a in ((), ("--blocks", "1")))
+    assert code_all == code_one == 0 and every["ok"] and one["ok"], (every, one)
+    assert one["rel"] <= every["rel"] and one["elements"] == 64
+
+
+def test_a_block_that_writes_nothing_is_not_a_mismatch(ave, tmp_path):
+    """A guard keeps block 1 from storing: nothing of C to compare, which is right for it."""
+    code, ref = _reference(ave, tmp_path, FIRST_BLOCK_ONLY, "--blocks", "1")
+    assert code == 0 and ref["ok"] and ref["elements"] == 0 and ref["scope"] == "written"
+    path = tmp_path / "k.ave"
+    assert "the simulated blocks write no element of C" in ave("simulate", path, "--blocks", "1").out
+    code, ref = _reference(ave, tmp_path, FIRST_BLOCK_ONLY)  # every block: block 1's half is missing
+    assert code == 1 and ref["mismatched"] == 64
+
+
+def test_blocks_that_cover_the_grid_compare_everything(ave, tmp_path):
+    """`--blocks 0` of a one-block grid is the whole launch: the unwritten half still counts."""
+    code, ref = _reference(ave, tmp_path, FIRST_BLOCK_ONLY.replace("grid=(2,)", "grid=(1,)"), "--blocks", "0")
+    assert code == 1 and ref["elements"] == 128 and ref["mismatched"] == 64 and "scope" not in ref
+
+
 PADDED = '''@kernel(grid=(1,), block=32, warp=32, reference="C = A")
 def k(A: Tensor[f32, (32,)], C: Tensor[f32, (32,)]):
     t = thread_id(0)

@@ -114,7 +114,9 @@ def _level(f: Finding) -> str:
 
 def _filters(header: ET.Element, report: Report, invariants: list[str]) -> None:
     form = _el(header, "form", id="filters")
-    counts = Counter(k.verdict.value for k in report.kernels) + Counter("ERROR" for _ in report.errors)
+    # a file's time-out is its UNKNOWN kernel (counted there), not one more error (Report.summary)
+    counts = Counter(k.verdict.value for k in report.kernels) + Counter(
+        "ERROR" for e in report.errors if e.kind != "timeout")
     _el(form, "strong", "Verdict:")
     for v in _VERDICTS:
         label = _el(form, "label")
@@ -146,10 +148,12 @@ def _kernel_row(tbody: ET.Element, k: KernelReport, anchor: str | None) -> None:
 
 
 def _error_row(tbody: ET.Element, e: ErrorReport) -> None:
-    tr = _el(tbody, "tr", class_="kernel-row", data_verdict="ERROR", data_invariants="")
+    """A file's error; a time-out is the row of the file's UNKNOWN verdict, with its reason."""
+    verdict = "UNKNOWN" if e.kind == "timeout" else "ERROR"
+    tr = _el(tbody, "tr", class_="kernel-row", data_verdict=verdict, data_invariants="")
     _el(tr, "td", e.file)
     _el(tr, "td", "—")
-    _el(_el(tr, "td"), "span", "ERROR", class_="verdict v-ERROR")
+    _el(_el(tr, "td"), "span", verdict, class_=f"verdict v-{verdict}")
     _el(tr, "td", f"{e.kind} error (exit {e.exit_code}): {e.rendered.splitlines()[0] if e.rendered else e.message}")
 
 
@@ -234,8 +238,10 @@ def report_html(report: Report, title: str = "Ave audit report") -> str:
     first_anchor: dict[int, str] = {}
     for i, (n, k, f) in enumerate(numbered):
         first_anchor.setdefault(id(k), f"finding-{i + 1}")
+    timed_out = {e.file for e in report.errors if e.kind == "timeout"}
     for k in report.kernels:
-        _kernel_row(tbody, k, first_anchor.get(id(k)))
+        if not (k.kernel == "<file>" and k.file in timed_out):  # its error row says it, and why
+            _kernel_row(tbody, k, first_anchor.get(id(k)))
     _el(main, "h2", "Findings")
     if not numbered:
         _el(main, "p", "No findings.")

@@ -28,8 +28,10 @@ def unclosed_bracket(text: str) -> tuple[int, int, str] | None:
                 if not stack or stack[-1][2] != _PAIRS[tok.string]:
                     return None
                 stack.pop()
-    except tokenize.TokenError:
-        pass  # "EOF in multi-line statement": the brackets on the stack were never closed
+    except tokenize.TokenError as exc:
+        if "statement" not in str(exc.args[0]):  # "EOF in multi-line string": a string left open
+            return None
+        # "EOF in multi-line statement": the brackets on the stack were never closed
     except (SyntaxError, ValueError):  # an indentation the tokenizer refuses, a NUL byte
         return None
     return stack[0] if stack else None

@@ -393,10 +393,12 @@ def _syntax_error(src: SourceFile, exc: UnexpectedInput) -> FrontEndError:
             lines = src.text.rstrip("\n").split("\n")
             line, col = len(lines), len(lines[-1]) + 1
             what = "end of file"
-        elif tok.type in ("_INDENT", "_DEDENT"):
-            what = "indent" if tok.type == "_INDENT" else "dedent"
+        elif tok.type == "_INDENT":
+            what = "indent"
             # the token borrows the line end's position: point at the line it indents instead
             line, col = getattr(tok, "end_line", None) or line, getattr(tok, "end_column", None) or col
+        elif tok.type == "_DEDENT":  # (at the end of the file there is no line after it to point at)
+            what = "dedent"
         elif tok.type == "_NEWLINE":
             what = "end of line"
         else:

@@ -78,7 +78,8 @@ def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, measu
     except click.BadParameter as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(EXIT_USAGE)
-    if planner_name == "llm" and not (os.environ.get("OPENAI_API_KEY") or os.environ.get("AVE_LLM_BASE_URL")):
+    if planner_name == "llm" and not any(os.environ.get(v) for v in ("OPENAI_API_KEY", "AVE_LLM_BASE_URL",
+                                                                       "OPENAI_BASE_URL")):
         click.echo("error: --planner llm needs an endpoint: set OPENAI_API_KEY (OpenAI's) or AVE_LLM_BASE_URL "
                    "(a local OpenAI-compatible server)", err=True)
         sys.exit(EXIT_USAGE)
