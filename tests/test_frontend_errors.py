@@ -92,35 +92,34 @@ def test_usage_error_exit_code(ave):
     assert r.code == 2
 
 
+def _first_line(ave, tmp_path, text: str) -> tuple[str, str]:
+    """(the file's path, the first line `ave check` prints for `text`)."""
+    path = tmp_path / "k.ave"
+    path.write_text(text)
+    return str(path), ave("check", path).out.splitlines()[0]
+
+
 @pytest.mark.parametrize("name, col", [("unclosed_paren", 18), ("unclosed_subscript", 6), ("unexpected_indent", 9)])
 def test_syntax_errors_point_at_their_cause(name, col, tmp_path, ave):
     """The column too: the open bracket, the first character of the over-indented line."""
     text, line, _fragment = BAD[name]
-    path = tmp_path / f"{name}.ave"
-    path.write_text(text)
-    first = ave("check", path).out.splitlines()[0]
+    path, first = _first_line(ave, tmp_path, text)
     assert first.startswith(f"{path}:{line}:{col}: error: "), first
 
 
 def test_a_bracket_closed_later_is_not_called_unclosed(tmp_path, ave):
     """A syntax error inside brackets that do close is reported where it is."""
-    path = tmp_path / "k.ave"
-    path.write_text(HEAD + "    t = thread_id(0)\n    X[t] = (1.0 +\n        2.0 3.0)\n")
-    first = ave("check", path).out.splitlines()[0]
+    path, first = _first_line(ave, tmp_path, HEAD + "    t = thread_id(0)\n    X[t] = (1.0 +\n        2.0 3.0)\n")
     assert first.startswith(f"{path}:5:13: error: invalid syntax: unexpected '3.0'"), first
 
 
 def test_a_dedent_at_the_end_of_the_file_points_at_the_last_line(tmp_path, ave):
     """No line follows it to point at: the error stays on the `for` that needs a body."""
-    path = tmp_path / "k.ave"
-    path.write_text(HEAD + "    for i in range(4):\n\n")
-    first = ave("check", path).out.splitlines()[0]
+    path, first = _first_line(ave, tmp_path, HEAD + "    for i in range(4):\n\n")
     assert first.startswith(f"{path}:3:23: error: invalid syntax: unexpected dedent"), first
 
 
 def test_a_string_left_open_is_not_an_unclosed_bracket(tmp_path, ave):
     """The tokenizer stops at a triple-quoted string that never ends: no bracket is named."""
-    path = tmp_path / "k.ave"
-    path.write_text(HEAD + "    t = thread_id(0)\n    X[t] = (\'\'\' 1 \') + 1.0\n")
-    first = ave("check", path).out.splitlines()[0]
+    path, first = _first_line(ave, tmp_path, HEAD + "    t = thread_id(0)\n    X[t] = (\'\'\' 1 \') + 1.0\n")
     assert "never closed" not in first and first.startswith(f"{path}:4:"), first
