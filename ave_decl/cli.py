@@ -483,8 +483,7 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
         click.echo(json.dumps(_finite({"version": "1.0", "file": file, "kernels": report}), indent=2))
     else:
         for k in report:
-            click.echo(f"{_SIM_LABEL[k['status']]:9} {k['kernel']} at "
-                       f"{', '.join(f'{n}={v}' for n, v in k['sizes'].items())} ({len(k['blocks'])} blocks)")
+            click.echo(f"{_SIM_LABEL[k['status']]:9} {k['kernel']}{_at(k['sizes'])} ({len(k['blocks'])} blocks)")
             if k["chosen_sizes"]:
                 picked = ", ".join(f"{n}={k['sizes'][n]}" for n in k["chosen_sizes"])
                 click.echo(f"  sizes: {picked} chosen "
@@ -510,6 +509,11 @@ def simulate(file: str, sizes_text: str, seed: int, blocks: str, kernel: str | N
             for e in k["errors"][:5]:
                 click.echo(f"  error: {e}")
     sys.exit(1 if bad else 0)
+
+
+def _at(sizes: dict[str, int]) -> str:
+    """The ` at M=64, N=64` of a result line; empty for a kernel without symbolic sizes."""
+    return " at " + ", ".join(f"{n}={v}" for n, v in sizes.items()) if sizes else ""
 
 
 def _is_binary_stage(target: str, stage: str) -> bool:
@@ -612,9 +616,8 @@ def run_cmd(file: str, target: str, arch: str | None, sizes_text: str, seed: int
     for r in runs:
         if as_json:
             break
-        at = ", ".join(f"{n}={v}" for n, v in r.sizes.items())
         label = "ok" if r.ok else "no-ref" if r.ok is None else "MISMATCH"
-        click.echo(f"{label:9} {r.kernel} on {r.target} at {at} (verifier: {r.verdict})")
+        click.echo(f"{label:9} {r.kernel} on {r.target}{_at(r.sizes)} (verifier: {r.verdict})")
         c = r.comparison
         if c and "mismatched" in c:
             click.echo(f"  reference {c['output']}: max abs error {c['max_abs']:.3g}, relative {c['rel']:.3g} "

@@ -100,3 +100,20 @@ def test_a_missing_ptxas_is_one_line_and_exit_2(ave, tmp_path, monkeypatch):
     assert r.code == 2 and not (tmp_path / "k.cubin").exists()
     assert r.err.strip().endswith("error: AVE_PTXAS=" + str(tmp_path / "no-ptxas") + " is not a file"), r.err
     assert len(r.err.strip().splitlines()) == 1
+
+
+def test_a_backend_without_lane_operations_says_so():
+    """A plug-in with `groups = ()` (docs/backends.md's example) refuses a lane kernel in words
+    (it said "runs -lane ones")."""
+    from ave_decl.codegen.backend import Backend
+    from ave_decl.lang.parser import parse_source
+    from ave_decl.lang.resolve import resolve_imports
+    from ave_decl.lang.source import SourceFile
+
+    class NoLanes(Backend):
+        name = "nolanes"
+        groups = ()
+
+    module = parse_source(SourceFile.read(EXAMPLES / "lanes" / "lane_exchange.ave"))
+    why = NoLanes().applies(module.kernels[0], resolve_imports(module))
+    assert why is not None and why.endswith("target nolanes has no warp/wave operations"), why

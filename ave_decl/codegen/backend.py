@@ -114,8 +114,10 @@ class Backend:
         sig = signature(kernel)
         construct = uses_group(kernel, imports)
         if construct is not None and sig.group not in self.groups:
+            runs = (f"runs {' or '.join(map(str, self.groups))}-lane ones" if self.groups
+                    else "has no warp/wave operations")
             return (f"{kernel.name} declares {sig.group}-lane warps/waves and uses {construct.func_name}(); target "
-                    f"{self.name} runs {' or '.join(map(str, self.groups))}-lane ones")
+                    f"{self.name} {runs}")
         return None
 
     def check_arch(self, arch: str | None) -> str:
