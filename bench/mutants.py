@@ -174,11 +174,11 @@ def main() -> int:
     ap.add_argument("--only", nargs="+", metavar="WORKLOAD", help="these workloads only (file stems)")
     ap.add_argument("--operators", nargs="+", metavar="OP", choices=sorted(OPERATORS), help="these operators only")
     args = ap.parse_args()
-    known = {n for p in workloads(False) for n in (p.stem, p.name)}
-    unknown = sorted(set(args.only or ()) - known)
+    every = workloads(False)
+    unknown = sorted(set(args.only or ()) - {n for p in every for n in (p.stem, p.name)})
     if unknown:  # a typo would look like a clean result (0 mutants)
-        ap.error(f"--only: no correct workload named {', '.join(unknown)} (known: "
-                 f"{', '.join(sorted(p.stem for p in workloads(False)))})")
+        ap.error(f"--only: no correct workload named {', '.join(unknown)} "
+                 f"(known: {', '.join(sorted(p.stem for p in every))})")
     result = run(args.fast, args.only, args.operators)
     if args.json:
         tmp = Path(args.json + ".tmp")

@@ -114,9 +114,7 @@ def _level(f: Finding) -> str:
 
 def _filters(header: ET.Element, report: Report, invariants: list[str]) -> None:
     form = _el(header, "form", id="filters")
-    # a file's time-out is its UNKNOWN kernel (counted there), not one more error (Report.summary)
-    counts = Counter(k.verdict.value for k in report.kernels) + Counter(
-        "ERROR" for e in report.errors if e.kind != "timeout")
+    counts = Counter(k.verdict.value for k in report.kernels) + Counter("ERROR" for e in report.errors if e.counts)
     _el(form, "strong", "Verdict:")
     for v in _VERDICTS:
         label = _el(form, "label")
@@ -149,7 +147,7 @@ def _kernel_row(tbody: ET.Element, k: KernelReport, anchor: str | None) -> None:
 
 def _error_row(tbody: ET.Element, e: ErrorReport) -> None:
     """A file's error; a time-out is the row of the file's UNKNOWN verdict, with its reason."""
-    verdict = "UNKNOWN" if e.kind == "timeout" else "ERROR"
+    verdict = "ERROR" if e.counts else "UNKNOWN"
     tr = _el(tbody, "tr", class_="kernel-row", data_verdict=verdict, data_invariants="")
     _el(tr, "td", e.file)
     _el(tr, "td", "—")
@@ -238,7 +236,7 @@ def report_html(report: Report, title: str = "Ave audit report") -> str:
     first_anchor: dict[int, str] = {}
     for i, (n, k, f) in enumerate(numbered):
         first_anchor.setdefault(id(k), f"finding-{i + 1}")
-    timed_out = {e.file for e in report.errors if e.kind == "timeout"}
+    timed_out = {e.file for e in report.errors if not e.counts}
     for k in report.kernels:
         if not (k.kernel == "<file>" and k.file in timed_out):  # its error row says it, and why
             _kernel_row(tbody, k, first_anchor.get(id(k)))

@@ -139,6 +139,12 @@ class ErrorReport:
     rendered: str
     exit_code: int
 
+    @property
+    def counts(self) -> bool:
+        """Whether it is one more error in the summaries: a file's time-out is not, it is the
+        reason its kernel is UNKNOWN (counted there)."""
+        return self.kind != "timeout"
+
 
 @dataclass
 class Report:
@@ -165,8 +171,7 @@ class Report:
         out = {v.value.lower(): 0 for v in Verdict}
         for k in self.kernels:
             out[k.verdict.value.lower()] += 1
-        # a file's time-out is the reason its kernel is UNKNOWN (counted there), not one more error
-        out["error"] += sum(1 for e in self.errors if e.kind != "timeout")
+        out["error"] += sum(1 for e in self.errors if e.counts)
         out["suppressed"] = sum(1 for k in self.kernels for f in k.findings if f.suppression is not None)
         return out
 

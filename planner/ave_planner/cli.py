@@ -1,13 +1,13 @@
 """`ave optimize` (an `ave.commands` entry point of ave-planner)."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 
 from .errors import EXIT_NO_IMPROVEMENT, EXIT_USAGE, PlannerError
+from .llm_agent import endpoint_configured
 
 _EXIT = ("Exit codes: 0 a better kernel was accepted, 1 no candidate passed every gate and improved the "
          "estimate, 2 usage, 3 the input kernel does not parse or is not VERIFIED, 4 a knowledge-base file is "
@@ -78,8 +78,7 @@ def optimize(kernel, target, budget, out, planner_name, sizes, gate_sizes, measu
     except click.BadParameter as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(EXIT_USAGE)
-    if planner_name == "llm" and not any(os.environ.get(v) for v in ("OPENAI_API_KEY", "AVE_LLM_BASE_URL",
-                                                                       "OPENAI_BASE_URL")):
+    if planner_name == "llm" and not endpoint_configured():
         click.echo("error: --planner llm needs an endpoint: set OPENAI_API_KEY (OpenAI's) or AVE_LLM_BASE_URL "
                    "(a local OpenAI-compatible server)", err=True)
         sys.exit(EXIT_USAGE)

@@ -23,6 +23,19 @@ _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)```", re.S)
 MAX_ANSWER_CHARS = 200_000  # a longer answer is cut (a kernel file is far smaller)
 
 
+def endpoint() -> tuple[str | None, str, str]:
+    """(base URL, key, model) from the environment, as every LLM caller of the planner reads them.
+    A local server needs no key, but the client refuses to start without one: a placeholder."""
+    return (os.environ.get("AVE_LLM_BASE_URL"), os.environ.get("OPENAI_API_KEY") or "not-needed",
+            os.environ.get("AVE_LLM_MODEL", "gpt-4o-mini"))
+
+
+def endpoint_configured() -> bool:
+    """Whether there is an endpoint to ask: OpenAI's (a key) or a server's address (the client
+    also reads OPENAI_BASE_URL itself)."""
+    return any(os.environ.get(v) for v in ("OPENAI_API_KEY", "AVE_LLM_BASE_URL", "OPENAI_BASE_URL"))
+
+
 def prompts_dir() -> Path:
     return package_data("prompts")
 
@@ -61,9 +74,8 @@ class LLMAgent:
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
                  price_in: float | None = None, price_out: float | None = None, max_turns: int = 50,
                  history: int = 4, seed: int = 0, timeout: float = 120.0):
-        self.model = model or os.environ.get("AVE_LLM_MODEL", "gpt-4o-mini")
-        self.base_url = base_url or os.environ.get("AVE_LLM_BASE_URL")
-        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
+        env_url, env_key, env_model = endpoint()
+        self.model, self.base_url, self.api_key = model or env_model, base_url or env_url, api_key or env_key
         self.price_in = price_in if price_in is not None else _price("AVE_LLM_PRICE_IN")
         self.price_out = price_out if price_out is not None else _price("AVE_LLM_PRICE_OUT")
         self.max_turns, self.history, self.seed, self.timeout = max_turns, history, seed, timeout

@@ -13,10 +13,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 from pathlib import Path
 
 from .knowledge import Technique
+from .llm_agent import endpoint
 
 REJECT_REWARD = -0.5
 
@@ -113,9 +113,8 @@ class LLMPlanner:
             from openai import OpenAI
         except ImportError:
             return self.fallback.choose(applicable, tried, history, target)
-        # a local server needs no key (the client refuses to start without one)
-        client = OpenAI(base_url=os.environ.get("AVE_LLM_BASE_URL"),
-                        api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
+        base_url, api_key, model = endpoint()
+        client = OpenAI(base_url=base_url, api_key=api_key)
         recent = [{k: e.get(k) for k in ("technique", "params", "outcome", "gate", "reason", "speedup")}
                   for e in history.episodes[-30:]]
         prompt = ("You choose the next optimization of a GPU kernel for target " + target + ".\n"
@@ -124,8 +123,7 @@ class LLMPlanner:
                   "\nHistory: " + json.dumps(recent) +
                   '\nAnswer with JSON only: {"technique": "<id>", "params": {...}} using values from the domains.')
         try:
-            answer = client.chat.completions.create(model=os.environ.get("AVE_LLM_MODEL", "gpt-4o-mini"),
-                                                    messages=[{"role": "user", "content": prompt}])
+            answer = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
             choice = json.loads(answer.choices[0].message.content.strip().strip("`").removeprefix("json"))
             t = next(t for t in applicable if t.id == choice["technique"])
             p = {k: choice["params"][k] for k in t.parameters}
